@@ -1,0 +1,75 @@
+/* The shim's interface to Python. This file is also the cffi cdef, so it
+ * holds only plain declarations: no includes, no macros beyond integer
+ * constants. Everything else in native/ is private to the shim. */
+
+#define TFD_MODULE_POSIX 1
+#define TFD_MODULE_STDIO 9
+
+typedef struct tfd_config {
+    int64_t record_cap;              /* records per module; later files fold into one */
+    const char *const *include_prefixes;
+    int n_include;
+    const char *const *exclude_prefixes;
+    int n_exclude;
+    const char *const *exclude_suffixes;
+    int n_exclude_suffixes;
+    int trace;                       /* keep a per-operation trace (DXT) */
+    int64_t trace_cap_bytes;         /* memory for the trace, all threads together */
+    const char *chain_library;       /* forward to this library's wrappers (site Darshan) */
+} tfd_config;
+
+typedef struct tfd_collect_result {
+    int64_t n_rows;
+    int64_t *rows;                   /* n_rows x tfd_row_width() int64 values */
+    int64_t n_values;
+    int64_t *values;                 /* n_values x 4: record index, kind, value, count */
+    int64_t n_segments;
+    int64_t *segments;               /* n_segments x 6: record index, op, offset, length, start, end */
+    int64_t epoch;                   /* the interval this collect closed */
+    int64_t now_ticks;               /* when it closed */
+    int64_t n_records;               /* records created so far (all modules) */
+    int64_t folded_files;            /* distinct paths folded into the overflow record */
+    int64_t trace_dropped;           /* trace segments dropped for lack of memory */
+    int64_t n_threads;               /* threads that ever recorded */
+} tfd_collect_result;
+
+typedef struct tfd_clock_info {
+    int64_t origin_ticks;            /* tick count at the first attach */
+    double ticks_per_second;
+    double origin_unix_time;         /* wall clock at origin_ticks */
+    int uses_tsc;
+} tfd_clock_info;
+
+typedef struct tfd_live_totals {
+    int64_t bytes_read;
+    int64_t bytes_written;
+    int64_t reads;
+    int64_t writes;
+    int64_t opens;
+    int64_t io_ticks;                /* read + write + metadata time */
+    int64_t files;                   /* records touched */
+} tfd_live_totals;
+
+/* attach/detach: 0 on success, 1 if already in that state, -1 on error */
+int tfd_attach(const tfd_config *config, char *err, size_t err_len);
+int tfd_detach(void);
+int tfd_is_attached(void);
+int tfd_patched_slots(void);
+int tfd_patched_objects(void);
+int tfd_object_is_patched(const char *path_fragment);
+
+/* the calling thread's own I/O is not recorded while suppressed */
+int tfd_suppress(int on);
+
+int tfd_row_width(void);
+const char *tfd_row_field(int i);
+int tfd_collect(tfd_collect_result *out);
+void tfd_free_collect(tfd_collect_result *out);
+int tfd_live(tfd_live_totals *out);
+
+int tfd_record_info(int64_t index, uint64_t *id, int *module, const char **path);
+uint64_t tfd_darshan_hash(const char *key, size_t len);
+int tfd_clean_path(const char *path, char *out, size_t out_len);
+int tfd_path_excluded(const char *clean_path);
+void tfd_clock(tfd_clock_info *out);
+int64_t tfd_now_ticks(void);

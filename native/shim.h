@@ -1,0 +1,98 @@
+/* Declarations shared by the shim's C files (not seen by Python). */
+#ifndef TFD_SHIM_H
+#define TFD_SHIM_H
+
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "api.h"
+
+#define TFD_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TFD_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TFD_HIDDEN __attribute__((visibility("hidden")))
+
+/* The originals each wrapper forwards to, and the wrappers themselves. */
+#define HOOK(name, ret, params) \
+    extern ret(*tfd_real_##name) params TFD_HIDDEN; \
+    ret tfd_w_##name params TFD_HIDDEN;
+#include "hooks.def"
+#undef HOOK
+
+typedef struct tfd_hook {
+    const char *name;
+    void *wrapper;
+    void **real;
+} tfd_hook;
+
+extern tfd_hook tfd_hooks[] TFD_HIDDEN;
+extern const int tfd_n_hooks TFD_HIDDEN;
+
+/* ---- time: raw ticks (TSC where it is invariant, else CLOCK_MONOTONIC ns) */
+extern int tfd_clock_tsc TFD_HIDDEN;
+static inline uint64_t tfd_ticks(void)
+{
+#if defined(__x86_64__)
+    if (TFD_LIKELY(tfd_clock_tsc)) {
+        uint32_t lo, hi;
+        __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+        return ((uint64_t)hi << 32) | lo;
+    }
+#elif defined(__aarch64__)
+    if (TFD_LIKELY(tfd_clock_tsc)) {
+        uint64_t v;
+        __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+        return v;
+    }
+#endif
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+void tfd_clock_init(void) TFD_HIDDEN;
+
+/* ---- elfpatch.c: rewrite and restore GOT slots */
+int tfd_patch_loaded_objects(void) TFD_HIDDEN;   /* patches objects not yet patched */
+int tfd_unpatch_all(void) TFD_HIDDEN;
+void tfd_patch_set_chain_base(const void *addr_in_chain_library) TFD_HIDDEN;
+void tfd_patch_atfork_child(void) TFD_HIDDEN;
+
+/* ---- records.c: the recording runtime */
+extern volatile int tfd_attached TFD_HIDDEN;
+int tfd_records_init(const tfd_config *config, char *err, size_t err_len) TFD_HIDDEN;
+void tfd_records_scan_open_fds(void) TFD_HIDDEN;
+int tfd_recording(void) TFD_HIDDEN;
+
+void tfd_posix_open(int fd, int dirfd, const char *path, int64_t mode, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_refopen(int oldfd, int newfd, int is_dup, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_fileno(FILE *stream, int fd, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_read(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_write(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_seek(int fd, int64_t newoff, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_stat_path(int dirfd, const char *path, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_stat_fd(int fd, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_mmap(int fd) TFD_HIDDEN;
+void tfd_posix_sync(int fd, int data_only, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void *tfd_posix_close_begin(int fd) TFD_HIDDEN;
+void tfd_posix_close_end(int fd, void *token, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_rename(const char *oldpath, const char *newpath, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+
+void tfd_stdio_open(FILE *stream, const char *path, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_stdio_fdopen(FILE *stream, int fd, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_stdio_seek(FILE *stream, int64_t newoff, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void *tfd_stdio_close_begin(FILE *stream, int *fd) TFD_HIDDEN;
+void tfd_stdio_close_end(int fd, void *token, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+
+/* ---- darshan_hash.c */
+uint64_t tfd_hash64(const unsigned char *key, size_t len) TFD_HIDDEN;
+
+#endif

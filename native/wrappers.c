@@ -1,0 +1,575 @@
+/* One wrapper per hooked function. Each has the same shape: forward at once
+ * when detached; otherwise time the original, record only what succeeded
+ * (Darshan's rules), and hand back the original's return value and errno
+ * untouched. Arguments are never read before the original has validated
+ * them, so a bad pointer fails the way it would without us. */
+#include "shim.h"
+
+#include <errno.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define HOOK(name, ret, params) ret(*tfd_real_##name) params;
+#include "hooks.def"
+#undef HOOK
+
+tfd_hook tfd_hooks[] = {
+#define HOOK(name, ret, params) {#name, (void *)tfd_w_##name, (void **)&tfd_real_##name},
+#include "hooks.def"
+#undef HOOK
+};
+const int tfd_n_hooks = sizeof(tfd_hooks) / sizeof(tfd_hooks[0]);
+
+#define IDLE() TFD_UNLIKELY(!tfd_attached)
+#define KEEP_ERRNO(stmt) do { int e_ = errno; stmt; errno = e_; } while (0)
+#define ALIGNED(p) (((uintptr_t)(p) % 8) == 0)
+/* time one call of the original into r, t1, t2 */
+#define TIMED(call) uint64_t t1 = tfd_ticks(); __typeof__(call) r = (call); uint64_t t2 = tfd_ticks()
+
+static int iov_aligned(const struct iovec *iov, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!ALIGNED(iov[i].iov_base))
+            return 0;
+    return 1;
+}
+
+/* the mode argument exists only with O_CREAT or O_TMPFILE */
+#define OPEN_MODE(flags, mode)                                          \
+    mode_t mode = 0;                                                    \
+    if (((flags) & O_CREAT) || ((flags) & O_TMPFILE) == O_TMPFILE) {    \
+        va_list ap;                                                     \
+        va_start(ap, flags);                                            \
+        mode = (mode_t)va_arg(ap, int);                                 \
+        va_end(ap);                                                     \
+    }
+#define CREATED_MODE(flags, mode) (((flags) & O_CREAT) ? (int64_t)(mode) : 0)
+
+/* ---------------------------------------------------------------- opening */
+
+int tfd_w_open(const char *path, int flags, ...)
+{
+    OPEN_MODE(flags, mode);
+    if (IDLE())
+        return tfd_real_open(path, flags, mode);
+    TIMED(tfd_real_open(path, flags, mode));
+    if (r >= 0)
+        KEEP_ERRNO(tfd_posix_open(r, AT_FDCWD, path, CREATED_MODE(flags, mode), t1, t2));
+    return r;
+}
+
+int tfd_w_open64(const char *path, int flags, ...)
+{
+    OPEN_MODE(flags, mode);
+    if (IDLE())
+        return tfd_real_open64(path, flags, mode);
+    TIMED(tfd_real_open64(path, flags, mode));
+    if (r >= 0)
+        KEEP_ERRNO(tfd_posix_open(r, AT_FDCWD, path, CREATED_MODE(flags, mode), t1, t2));
+    return r;
+}
+
+int tfd_w_openat(int dirfd, const char *path, int flags, ...)
+{
+    OPEN_MODE(flags, mode);
+    if (IDLE())
+        return tfd_real_openat(dirfd, path, flags, mode);
+    TIMED(tfd_real_openat(dirfd, path, flags, mode));
+    if (r >= 0)
+        KEEP_ERRNO(tfd_posix_open(r, dirfd, path, CREATED_MODE(flags, mode), t1, t2));
+    return r;
+}
+
+int tfd_w_openat64(int dirfd, const char *path, int flags, ...)
+{
+    OPEN_MODE(flags, mode);
+    if (IDLE())
+        return tfd_real_openat64(dirfd, path, flags, mode);
+    TIMED(tfd_real_openat64(dirfd, path, flags, mode));
+    if (r >= 0)
+        KEEP_ERRNO(tfd_posix_open(r, dirfd, path, CREATED_MODE(flags, mode), t1, t2));
+    return r;
+}
+
+/* the fortified opens (_FORTIFY_SOURCE) and creat: fixed arguments */
+#define OPEN_FIXED(name, params, args, dirfd, path, mode)                     \
+    int tfd_w_##name params                                                  \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name args;                                     \
+        TIMED(tfd_real_##name args);                                         \
+        if (r >= 0)                                                          \
+            KEEP_ERRNO(tfd_posix_open(r, dirfd, path, mode, t1, t2));        \
+        return r;                                                            \
+    }
+OPEN_FIXED(__open_2, (const char *path, int flags), (path, flags), AT_FDCWD, path, 0)
+OPEN_FIXED(__open64_2, (const char *path, int flags), (path, flags), AT_FDCWD, path, 0)
+OPEN_FIXED(__openat_2, (int dirfd, const char *path, int flags), (dirfd, path, flags), dirfd, path, 0)
+OPEN_FIXED(__openat64_2, (int dirfd, const char *path, int flags), (dirfd, path, flags), dirfd, path, 0)
+OPEN_FIXED(creat, (const char *path, mode_t mode), (path, mode), AT_FDCWD, path, (int64_t)mode)
+OPEN_FIXED(creat64, (const char *path, mode_t mode), (path, mode), AT_FDCWD, path, (int64_t)mode)
+/* mkstemp and friends fill in the template: record the name they chose */
+OPEN_FIXED(mkstemp, (char *tmpl), (tmpl), AT_FDCWD, tmpl, 0)
+OPEN_FIXED(mkostemp, (char *tmpl, int flags), (tmpl, flags), AT_FDCWD, tmpl, 0)
+OPEN_FIXED(mkstemps, (char *tmpl, int suffixlen), (tmpl, suffixlen), AT_FDCWD, tmpl, 0)
+OPEN_FIXED(mkostemps, (char *tmpl, int suffixlen, int flags), (tmpl, suffixlen, flags), AT_FDCWD, tmpl, 0)
+
+int tfd_w_close(int fd)
+{
+    if (IDLE())
+        return tfd_real_close(fd);
+    void *token = tfd_posix_close_begin(fd);
+    TIMED(tfd_real_close(fd));
+    if (token)
+        KEEP_ERRNO(tfd_posix_close_end(fd, token, t1, t2));
+    return r;
+}
+
+#define DUP_WRAPPER(name, params, args, oldfd)                               \
+    int tfd_w_##name params                                                  \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name args;                                     \
+        TIMED(tfd_real_##name args);                                         \
+        if (r >= 0)                                                          \
+            KEEP_ERRNO(tfd_posix_refopen(oldfd, r, 1, t1, t2));              \
+        return r;                                                            \
+    }
+DUP_WRAPPER(dup, (int fd), (fd), fd)
+DUP_WRAPPER(dup2, (int fd, int newfd), (fd, newfd), fd)
+DUP_WRAPPER(dup3, (int fd, int newfd, int flags), (fd, newfd, flags), fd)
+
+/* fcntl's third argument is an int or a pointer depending on cmd; like
+ * Darshan we always fetch one word and pass it on (same register either
+ * way on the ABIs we support). Python duplicates fds with F_DUPFD_CLOEXEC. */
+#define FCNTL_WRAPPER(name)                                                  \
+    int tfd_w_##name(int fd, int cmd, ...)                                   \
+    {                                                                        \
+        va_list ap;                                                          \
+        va_start(ap, cmd);                                                   \
+        void *arg = va_arg(ap, void *);                                      \
+        va_end(ap);                                                          \
+        if (IDLE() || (cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC))            \
+            return tfd_real_##name(fd, cmd, arg);                            \
+        TIMED(tfd_real_##name(fd, cmd, arg));                                \
+        if (r >= 0)                                                          \
+            KEEP_ERRNO(tfd_posix_refopen(fd, r, 1, t1, t2));                 \
+        return r;                                                            \
+    }
+FCNTL_WRAPPER(fcntl)
+FCNTL_WRAPPER(fcntl64)
+
+int tfd_w_fileno(FILE *stream)
+{
+    if (IDLE())
+        return tfd_real_fileno(stream);
+    TIMED(tfd_real_fileno(stream));
+    if (r >= 0)
+        KEEP_ERRNO(tfd_posix_fileno(stream, r, t1, t2));
+    return r;
+}
+
+/* ------------------------------------------------------------------- data */
+
+/* POSIX_RECORD_READ/WRITE for one call: pflag says the offset is explicit */
+#define DATA_WRAPPER(kind, name, params, args, fd, pflag, offset, aligned)    \
+    ssize_t tfd_w_##name params                                              \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name args;                                     \
+        TIMED(tfd_real_##name args);                                         \
+        if (r >= 0)                                                          \
+            KEEP_ERRNO(tfd_posix_##kind(fd, r, pflag, offset, aligned, t1, t2)); \
+        return r;                                                            \
+    }
+
+DATA_WRAPPER(read, read, (int fd, void *buf, size_t n), (fd, buf, n), fd, 0, 0, ALIGNED(buf))
+DATA_WRAPPER(read, __read_chk, (int fd, void *buf, size_t n, size_t buflen), (fd, buf, n, buflen), fd, 0, 0, ALIGNED(buf))
+DATA_WRAPPER(read, pread, (int fd, void *buf, size_t n, off_t off), (fd, buf, n, off), fd, 1, off, ALIGNED(buf))
+DATA_WRAPPER(read, pread64, (int fd, void *buf, size_t n, off64_t off), (fd, buf, n, off), fd, 1, off, ALIGNED(buf))
+DATA_WRAPPER(read, __pread_chk, (int fd, void *buf, size_t n, off_t off, size_t buflen), (fd, buf, n, off, buflen), fd, 1, off, ALIGNED(buf))
+DATA_WRAPPER(read, __pread64_chk, (int fd, void *buf, size_t n, off64_t off, size_t buflen), (fd, buf, n, off, buflen), fd, 1, off, ALIGNED(buf))
+DATA_WRAPPER(read, readv, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), fd, 0, 0, iov_aligned(iov, cnt))
+DATA_WRAPPER(read, preadv, (int fd, const struct iovec *iov, int cnt, off_t off), (fd, iov, cnt, off), fd, 1, off, iov_aligned(iov, cnt))
+DATA_WRAPPER(read, preadv64, (int fd, const struct iovec *iov, int cnt, off64_t off), (fd, iov, cnt, off), fd, 1, off, iov_aligned(iov, cnt))
+/* preadv2/pwritev2 with offset -1 use and move the file position */
+DATA_WRAPPER(read, preadv2, (int fd, const struct iovec *iov, int cnt, off_t off, int fl), (fd, iov, cnt, off, fl), fd, off != -1, off, iov_aligned(iov, cnt))
+DATA_WRAPPER(read, preadv64v2, (int fd, const struct iovec *iov, int cnt, off64_t off, int fl), (fd, iov, cnt, off, fl), fd, off != -1, off, iov_aligned(iov, cnt))
+DATA_WRAPPER(write, write, (int fd, const void *buf, size_t n), (fd, buf, n), fd, 0, 0, ALIGNED(buf))
+DATA_WRAPPER(write, pwrite, (int fd, const void *buf, size_t n, off_t off), (fd, buf, n, off), fd, 1, off, ALIGNED(buf))
+DATA_WRAPPER(write, pwrite64, (int fd, const void *buf, size_t n, off64_t off), (fd, buf, n, off), fd, 1, off, ALIGNED(buf))
+DATA_WRAPPER(write, writev, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), fd, 0, 0, iov_aligned(iov, cnt))
+DATA_WRAPPER(write, pwritev, (int fd, const struct iovec *iov, int cnt, off_t off), (fd, iov, cnt, off), fd, 1, off, iov_aligned(iov, cnt))
+DATA_WRAPPER(write, pwritev64, (int fd, const struct iovec *iov, int cnt, off64_t off), (fd, iov, cnt, off), fd, 1, off, iov_aligned(iov, cnt))
+DATA_WRAPPER(write, pwritev2, (int fd, const struct iovec *iov, int cnt, off_t off, int fl), (fd, iov, cnt, off, fl), fd, off != -1, off, iov_aligned(iov, cnt))
+DATA_WRAPPER(write, pwritev64v2, (int fd, const struct iovec *iov, int cnt, off64_t off, int fl), (fd, iov, cnt, off, fl), fd, off != -1, off, iov_aligned(iov, cnt))
+
+#define SEEK_WRAPPER(name, type)                                             \
+    type tfd_w_##name(int fd, type off, int whence)                          \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name(fd, off, whence);                         \
+        TIMED(tfd_real_##name(fd, off, whence));                             \
+        if (r >= 0)                                                          \
+            KEEP_ERRNO(tfd_posix_seek(fd, r, t1, t2));                       \
+        return r;                                                            \
+    }
+SEEK_WRAPPER(lseek, off_t)
+SEEK_WRAPPER(lseek64, off64_t)
+
+#define SYNC_WRAPPER(name, data_only)                                        \
+    int tfd_w_##name(int fd)                                                 \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name(fd);                                      \
+        TIMED(tfd_real_##name(fd));                                          \
+        if (r == 0)                                                          \
+            KEEP_ERRNO(tfd_posix_sync(fd, data_only, t1, t2));               \
+        return r;                                                            \
+    }
+SYNC_WRAPPER(fsync, 0)
+SYNC_WRAPPER(fdatasync, 1)
+
+#define MMAP_WRAPPER(name, offtype)                                          \
+    void *tfd_w_##name(void *addr, size_t len, int prot, int flags, int fd, offtype off) \
+    {                                                                        \
+        void *r = tfd_real_##name(addr, len, prot, flags, fd, off);          \
+        if (!IDLE() && fd >= 0 && !(flags & MAP_ANONYMOUS) && r != MAP_FAILED) \
+            KEEP_ERRNO(tfd_posix_mmap(fd));                                  \
+        return r;                                                            \
+    }
+MMAP_WRAPPER(mmap, off_t)
+MMAP_WRAPPER(mmap64, off64_t)
+
+/* Darshan keeps no counter for fadvise; the hook is there so the call is
+ * seen (and can be traced) without changing it. */
+int tfd_w_posix_fadvise(int fd, off_t off, off_t len, int advice)
+{
+    return tfd_real_posix_fadvise(fd, off, len, advice);
+}
+
+int tfd_w_posix_fadvise64(int fd, off64_t off, off64_t len, int advice)
+{
+    return tfd_real_posix_fadvise64(fd, off, len, advice);
+}
+
+/* --------------------------------------------------------------- metadata */
+
+/* Darshan counts stats of regular files only */
+#define STAT_PATH_WRAPPER(name, params, args, dirfd, path, mode)             \
+    int tfd_w_##name params                                                  \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name args;                                     \
+        TIMED(tfd_real_##name args);                                         \
+        if (r == 0 && S_ISREG(mode))                                         \
+            KEEP_ERRNO(tfd_posix_stat_path(dirfd, path, t1, t2));            \
+        return r;                                                            \
+    }
+#define STAT_FD_WRAPPER(name, params, args, fd, mode)                        \
+    int tfd_w_##name params                                                  \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name args;                                     \
+        TIMED(tfd_real_##name args);                                         \
+        if (r == 0 && S_ISREG(mode))                                         \
+            KEEP_ERRNO(tfd_posix_stat_fd(fd, t1, t2));                       \
+        return r;                                                            \
+    }
+/* fstatat with AT_EMPTY_PATH and "" is an fstat of dirfd */
+#define STAT_AT_WRAPPER(name, params, args, dirfd, path, flags, mode)        \
+    int tfd_w_##name params                                                  \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name args;                                     \
+        TIMED(tfd_real_##name args);                                         \
+        if (r == 0 && S_ISREG(mode)) {                                       \
+            if (((flags) & AT_EMPTY_PATH) && path && !path[0])               \
+                KEEP_ERRNO(tfd_posix_stat_fd(dirfd, t1, t2));                \
+            else                                                             \
+                KEEP_ERRNO(tfd_posix_stat_path(dirfd, path, t1, t2));        \
+        }                                                                    \
+        return r;                                                            \
+    }
+
+STAT_PATH_WRAPPER(stat, (const char *p, struct stat *b), (p, b), AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(lstat, (const char *p, struct stat *b), (p, b), AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(stat64, (const char *p, struct stat64 *b), (p, b), AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(lstat64, (const char *p, struct stat64 *b), (p, b), AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(__xstat, (int v, const char *p, struct stat *b), (v, p, b), AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(__lxstat, (int v, const char *p, struct stat *b), (v, p, b), AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(__xstat64, (int v, const char *p, struct stat64 *b), (v, p, b), AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(__lxstat64, (int v, const char *p, struct stat64 *b), (v, p, b), AT_FDCWD, p, b->st_mode)
+STAT_FD_WRAPPER(fstat, (int fd, struct stat *b), (fd, b), fd, b->st_mode)
+STAT_FD_WRAPPER(fstat64, (int fd, struct stat64 *b), (fd, b), fd, b->st_mode)
+STAT_FD_WRAPPER(__fxstat, (int v, int fd, struct stat *b), (v, fd, b), fd, b->st_mode)
+STAT_FD_WRAPPER(__fxstat64, (int v, int fd, struct stat64 *b), (v, fd, b), fd, b->st_mode)
+STAT_AT_WRAPPER(fstatat, (int d, const char *p, struct stat *b, int f), (d, p, b, f), d, p, f, b->st_mode)
+STAT_AT_WRAPPER(fstatat64, (int d, const char *p, struct stat64 *b, int f), (d, p, b, f), d, p, f, b->st_mode)
+STAT_AT_WRAPPER(newfstatat, (int d, const char *p, struct stat *b, int f), (d, p, b, f), d, p, f, b->st_mode)
+STAT_AT_WRAPPER(__fxstatat, (int v, int d, const char *p, struct stat *b, int f), (v, d, p, b, f), d, p, f, b->st_mode)
+STAT_AT_WRAPPER(__fxstatat64, (int v, int d, const char *p, struct stat64 *b, int f), (v, d, p, b, f), d, p, f, b->st_mode)
+STAT_AT_WRAPPER(statx, (int d, const char *p, int f, unsigned int m, struct statx *b), (d, p, f, m, b), d, p, f,
+                (b->stx_mask & STATX_TYPE) ? b->stx_mode : 0)
+
+int tfd_w_rename(const char *oldpath, const char *newpath)
+{
+    if (IDLE())
+        return tfd_real_rename(oldpath, newpath);
+    TIMED(tfd_real_rename(oldpath, newpath));
+    if (r == 0)
+        KEEP_ERRNO(tfd_posix_rename(oldpath, newpath, t1, t2));
+    return r;
+}
+
+/* ------------------------------------------------------------------ STDIO */
+
+#define FOPEN_WRAPPER(name)                                                  \
+    FILE *tfd_w_##name(const char *path, const char *mode)                   \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name(path, mode);                              \
+        TIMED(tfd_real_##name(path, mode));                                  \
+        if (r)                                                               \
+            KEEP_ERRNO(tfd_stdio_open(r, path, t1, t2));                     \
+        return r;                                                            \
+    }
+FOPEN_WRAPPER(fopen)
+FOPEN_WRAPPER(fopen64)
+
+#define FREOPEN_WRAPPER(name)                                                \
+    FILE *tfd_w_##name(const char *path, const char *mode, FILE *stream)     \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name(path, mode, stream);                      \
+        TIMED(tfd_real_##name(path, mode, stream));                          \
+        if (r && path)                                                       \
+            KEEP_ERRNO(tfd_stdio_open(r, path, t1, t2));                     \
+        return r;                                                            \
+    }
+FREOPEN_WRAPPER(freopen)
+FREOPEN_WRAPPER(freopen64)
+
+FILE *tfd_w_fdopen(int fd, const char *mode)
+{
+    if (IDLE())
+        return tfd_real_fdopen(fd, mode);
+    TIMED(tfd_real_fdopen(fd, mode));
+    if (r)
+        KEEP_ERRNO(tfd_stdio_fdopen(r, fd, t1, t2));
+    return r;
+}
+
+int tfd_w_fclose(FILE *stream)
+{
+    if (IDLE())
+        return tfd_real_fclose(stream);
+    int fd;
+    void *token = tfd_stdio_close_begin(stream, &fd);
+    TIMED(tfd_real_fclose(stream));
+    KEEP_ERRNO(tfd_stdio_close_end(fd, token, t1, t2));
+    return r;
+}
+
+size_t tfd_w_fread(void *ptr, size_t size, size_t nmemb, FILE *stream)
+{
+    if (IDLE())
+        return tfd_real_fread(ptr, size, nmemb, stream);
+    TIMED(tfd_real_fread(ptr, size, nmemb, stream));
+    if (r > 0)
+        KEEP_ERRNO(tfd_stdio_read(stream, (int64_t)(size * r), t1, t2));
+    return r;
+}
+
+size_t tfd_w___fread_chk(void *ptr, size_t buflen, size_t size, size_t nmemb, FILE *stream)
+{
+    if (IDLE())
+        return tfd_real___fread_chk(ptr, buflen, size, nmemb, stream);
+    TIMED(tfd_real___fread_chk(ptr, buflen, size, nmemb, stream));
+    if (r > 0)
+        KEEP_ERRNO(tfd_stdio_read(stream, (int64_t)(size * r), t1, t2));
+    return r;
+}
+
+size_t tfd_w_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream)
+{
+    if (IDLE())
+        return tfd_real_fwrite(ptr, size, nmemb, stream);
+    TIMED(tfd_real_fwrite(ptr, size, nmemb, stream));
+    if (r > 0)
+        KEEP_ERRNO(tfd_stdio_write(stream, (int64_t)(size * r), 0, t1, t2));
+    return r;
+}
+
+/* Darshan's stream offset after a seek is what ftell reports */
+#define FSEEK_WRAPPER(name, type)                                            \
+    int tfd_w_##name(FILE *stream, type off, int whence)                     \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name(stream, off, whence);                     \
+        TIMED(tfd_real_##name(stream, off, whence));                         \
+        if (r >= 0)                                                          \
+            KEEP_ERRNO(tfd_stdio_seek(stream, (int64_t)ftello(stream), t1, t2)); \
+        return r;                                                            \
+    }
+FSEEK_WRAPPER(fseek, long)
+FSEEK_WRAPPER(fseeko, off_t)
+FSEEK_WRAPPER(fseeko64, off64_t)
+
+/* Darshan does not count ftell */
+long tfd_w_ftell(FILE *stream)
+{
+    return tfd_real_ftell(stream);
+}
+
+void tfd_w_rewind(FILE *stream)
+{
+    if (IDLE()) {
+        tfd_real_rewind(stream);
+        return;
+    }
+    uint64_t t1 = tfd_ticks();
+    tfd_real_rewind(stream);
+    uint64_t t2 = tfd_ticks();
+    KEEP_ERRNO(tfd_stdio_seek(stream, 0, t1, t2));
+}
+
+int tfd_w_fflush(FILE *stream)
+{
+    if (IDLE())
+        return tfd_real_fflush(stream);
+    TIMED(tfd_real_fflush(stream));
+    if (r >= 0)
+        KEEP_ERRNO(tfd_stdio_write(stream, 0, 1, t1, t2));
+    return r;
+}
+
+char *tfd_w_fgets(char *s, int size, FILE *stream)
+{
+    if (IDLE())
+        return tfd_real_fgets(s, size, stream);
+    TIMED(tfd_real_fgets(s, size, stream));
+    if (r)
+        KEEP_ERRNO(tfd_stdio_read(stream, (int64_t)strlen(r), t1, t2));
+    return r;
+}
+
+int tfd_w_fputs(const char *s, FILE *stream)
+{
+    if (IDLE())
+        return tfd_real_fputs(s, stream);
+    TIMED(tfd_real_fputs(s, stream));
+    if (r != EOF && r > 0)
+        KEEP_ERRNO(tfd_stdio_write(stream, (int64_t)strlen(s), 0, t1, t2));
+    return r;
+}
+
+#define GETC_WRAPPER(name)                                                   \
+    int tfd_w_##name(FILE *stream)                                           \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name(stream);                                  \
+        TIMED(tfd_real_##name(stream));                                      \
+        if (r != EOF)                                                        \
+            KEEP_ERRNO(tfd_stdio_read(stream, 1, t1, t2));                   \
+        return r;                                                            \
+    }
+GETC_WRAPPER(fgetc)
+GETC_WRAPPER(getc)
+GETC_WRAPPER(_IO_getc)
+
+#define PUTC_WRAPPER(name)                                                   \
+    int tfd_w_##name(int c, FILE *stream)                                    \
+    {                                                                        \
+        if (IDLE())                                                          \
+            return tfd_real_##name(c, stream);                               \
+        TIMED(tfd_real_##name(c, stream));                                   \
+        if (r != EOF)                                                        \
+            KEEP_ERRNO(tfd_stdio_write(stream, 1, 0, t1, t2));               \
+        return r;                                                            \
+    }
+PUTC_WRAPPER(fputc)
+PUTC_WRAPPER(putc)
+PUTC_WRAPPER(_IO_putc)
+
+int tfd_w_vfprintf(FILE *stream, const char *format, va_list ap)
+{
+    if (IDLE())
+        return tfd_real_vfprintf(stream, format, ap);
+    TIMED(tfd_real_vfprintf(stream, format, ap));
+    if (r > 0)
+        KEEP_ERRNO(tfd_stdio_write(stream, r, 0, t1, t2));
+    return r;
+}
+
+int tfd_w_fprintf(FILE *stream, const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    int r = tfd_w_vfprintf(stream, format, ap);
+    va_end(ap);
+    return r;
+}
+
+/* ---------------------------------------------------------------- dlopen */
+
+/* dlopen resolves a bare name against its caller's RPATH/RUNPATH, and the
+ * caller is now us. Search the real caller's path list ourselves (dlinfo
+ * gives it in the loader's order, $ORIGIN expanded), then let the loader do
+ * the rest (LD_LIBRARY_PATH, ld.so.cache, system directories). */
+static void *open_for_caller(Lmid_t lmid, const char *file, int mode, const void *caller)
+{
+#define REAL_OPEN(f, m) (lmid == LM_ID_BASE ? tfd_real_dlopen(f, m) : tfd_real_dlmopen(lmid, f, m))
+    if (!file || strchr(file, '/'))
+        return REAL_OPEN(file, mode);
+    void *h = REAL_OPEN(file, mode | RTLD_NOLOAD);
+    if (h)
+        return h;
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (!dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+        return REAL_OPEN(file, mode);
+    Dl_serinfo size;
+    if (dlinfo(lm, RTLD_DI_SERINFOSIZE, &size) != 0)
+        return REAL_OPEN(file, mode);
+    Dl_serinfo *si = malloc(size.dls_size);
+    if (!si)
+        return REAL_OPEN(file, mode);
+    si->dls_size = size.dls_size;
+    si->dls_cnt = size.dls_cnt;
+    if (dlinfo(lm, RTLD_DI_SERINFO, si) == 0) {
+        char path[4096];
+        for (unsigned i = 0; i < si->dls_cnt; i++) {
+            if (si->dls_serpath[i].dls_flags & (LA_SER_DEFAULT | LA_SER_CONFIG))
+                continue;
+            int n = snprintf(path, sizeof(path), "%s/%s", si->dls_serpath[i].dls_name, file);
+            if (n <= 0 || (size_t)n >= sizeof(path) || access(path, F_OK) != 0)
+                continue;
+            h = REAL_OPEN(path, mode);
+            if (h)
+                break;
+        }
+    }
+    free(si);
+    return h ? h : REAL_OPEN(file, mode);
+#undef REAL_OPEN
+}
+
+void *tfd_w_dlopen(const char *file, int mode)
+{
+    void *h = open_for_caller(LM_ID_BASE, file, mode, __builtin_return_address(0));
+    if (h && !IDLE())
+        KEEP_ERRNO(tfd_patch_loaded_objects());
+    return h;
+}
+
+void *tfd_w_dlmopen(Lmid_t lmid, const char *file, int mode)
+{
+    void *h = open_for_caller(lmid, file, mode, __builtin_return_address(0));
+    if (h && !IDLE() && lmid == LM_ID_BASE)
+        KEEP_ERRNO(tfd_patch_loaded_objects());
+    return h;
+}

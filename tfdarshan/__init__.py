@@ -1,0 +1,1 @@
+"""tfdarshan: Darshan-compatible I/O profiling for TensorFlow."""
