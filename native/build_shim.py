@@ -10,7 +10,7 @@ SOURCES = ["shim.c", "records.c", "elfpatch.c", "wrappers.c", "darshan_hash.c"]
 ffibuilder = FFI()
 ffibuilder.cdef((HERE / "api.h").read_text())
 
-extra_compile_args = ["-O2", "-std=gnu11", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"]
+extra_compile_args = ["-O2", "-flto", "-std=gnu11", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"]
 if platform.machine() == "x86_64":
     # thread-locals through TLS descriptors: fast without needing static TLS
     extra_compile_args.append("-mtls-dialect=gnu2")
@@ -21,6 +21,7 @@ ffibuilder.set_source(
     sources=[f"native/{s}" for s in SOURCES],
     include_dirs=["native"],
     extra_compile_args=extra_compile_args,
+    extra_link_args=["-O2", "-flto"],
     libraries=["dl", "pthread"],
 )
 

@@ -72,16 +72,15 @@ enum {
     E_N
 };
 
-/* A collected row: header, sums, extremes since the start, extremes of the
- * closed interval, and per-record constants. */
-enum { R_INDEX, R_MODULE, R_SUM0, R_EXT0 = R_SUM0 + S_N, R_IEXT0 = R_EXT0 + E_N,
+/* A collected row: header, sums since the start, extremes of the closed
+ * interval, and per-record constants. */
+enum { R_INDEX, R_MODULE, R_SUM0, R_IEXT0 = R_SUM0 + S_N,
        R_MODE = R_IEXT0 + E_N, R_RENAMED_FROM, R_MEM_ALIGNMENT, R_FILE_ALIGNMENT, R_WIDTH };
 
 static const char *const row_fields[R_WIDTH] = {
     "INDEX", "MODULE",
 #define X(n) #n,
     SUM_FIELDS(X)
-    EXT_FIELDS(X)
 #undef X
 #define X(n) "I_" #n,
     EXT_FIELDS(X)
@@ -111,15 +110,18 @@ typedef struct values {
 typedef struct tfd_rec tfd_rec;
 typedef struct tfd_shard tfd_shard;
 
+typedef struct tfd_thread tfd_thread;
+
 struct tfd_shard {
-    uint32_t seq;               /* odd while the owning thread updates */
+    tfd_thread *owner;          /* its sequence count guards this shard */
     int64_t epoch;              /* interval of the last update */
     tfd_rec *rec;
     tfd_shard *next_in_rec;
     tfd_shard *next_in_thread;
     int64_t sum[S_N];
-    int64_t ext[E_N];
-    struct { int64_t epoch; int64_t v[E_N]; } iext[2];  /* by interval parity */
+    /* extremes of the interval being recorded and of the one before it,
+     * by interval parity; the collector folds them into run totals */
+    struct { int64_t epoch; int64_t v[E_N]; } iext[2];
     values access, stride;
 };
 
@@ -130,6 +132,7 @@ struct tfd_rec {
     int module;
     int std_stream;             /* <STDIN>/<STDOUT>/<STDERR> */
     int64_t file_alignment;
+    int64_t alignment_mask;     /* file_alignment - 1 when a power of two, else -1 */
     /* Darshan's per-record reference state, shared by all threads */
     int64_t offset, last_byte_read, last_byte_written;
     int last_io_type;
@@ -146,11 +149,10 @@ typedef struct seg { int64_t index, op, offset, length, start, end; } seg;
 typedef struct seg_chunk { struct seg_chunk *next; int32_t count; seg s[SEG_PER_CHUNK]; } seg_chunk;
 
 #define DIR_CHUNK 1024
-typedef struct tfd_thread tfd_thread;
 struct tfd_thread {
-    uint32_t seq;               /* odd while inside an update */
+    uint32_t seq;               /* odd while inside an update (also the re-entry guard) */
     int suppressed;
-    int busy;                   /* re-entry guard (signal handlers) */
+    int creating;               /* inside record creation (holds create_lock) */
     tfd_shard ***dir;           /* record index -> this thread's shard */
     tfd_shard *shards;          /* all of this thread's shards */
     char *arena;                /* bump allocator for shards */
@@ -255,7 +257,11 @@ static tfd_thread *thread_self(void)
     tfd_thread *t = self;
     if (TFD_LIKELY(t != NULL))
         return t;
-    t = calloc(1, sizeof(*t));
+    int saved = errno;
+    t = aligned_alloc(64, (sizeof(*t) + 63) & ~(size_t)63);   /* seq is written per call */
+    if (t)
+        memset(t, 0, sizeof(*t));
+    errno = saved;
     if (!t)
         return NULL;
     t->dir = calloc((size_t)(max_records / DIR_CHUNK + 1), sizeof(tfd_shard **));
@@ -277,7 +283,7 @@ int tfd_recording(void)
     if (!RELAXED_LOAD(tfd_attached))
         return 0;
     tfd_thread *t = self;
-    return !(t && (t->suppressed || t->busy));
+    return !(t && (t->suppressed || (t->seq & 1) || t->creating));
 }
 
 int tfd_suppress(int on)
@@ -295,7 +301,9 @@ static void *arena_alloc(tfd_thread *t, size_t n)
     n = (n + 63) & ~(size_t)63;
     if (t->arena_left < n) {
         size_t block = n > (256u << 10) ? n : (256u << 10);
+        int saved = errno;
         char *p = calloc(1, block);
+        errno = saved;
         if (!p)
             return NULL;
         t->arena = p;
@@ -307,14 +315,24 @@ static void *arena_alloc(tfd_thread *t, size_t n)
     return r;
 }
 
-static tfd_shard *shard_for(tfd_thread *t, tfd_rec *r)
+static tfd_shard *new_shard(tfd_thread *t, tfd_rec *r);
+
+static inline tfd_shard *shard_for(tfd_thread *t, tfd_rec *r)
+{
+    tfd_shard **chunk = t->dir[r->index / DIR_CHUNK];
+    if (TFD_LIKELY(chunk && chunk[r->index % DIR_CHUNK]))
+        return chunk[r->index % DIR_CHUNK];
+    return new_shard(t, r);
+}
+
+static tfd_shard *new_shard(tfd_thread *t, tfd_rec *r)
 {
     int64_t hi = r->index / DIR_CHUNK, lo = r->index % DIR_CHUNK;
     tfd_shard **chunk = t->dir[hi];
-    if (TFD_LIKELY(chunk && chunk[lo]))
-        return chunk[lo];
     if (!chunk) {
+        int saved = errno;
         chunk = calloc(DIR_CHUNK, sizeof(tfd_shard *));
+        errno = saved;
         if (!chunk)
             return NULL;
         t->dir[hi] = chunk;
@@ -323,6 +341,7 @@ static tfd_shard *shard_for(tfd_thread *t, tfd_rec *r)
     if (!s)
         return NULL;
     s->rec = r;
+    s->owner = t;
     s->epoch = -1;
     s->iext[0].epoch = s->iext[1].epoch = -1;
     tfd_shard *head = __atomic_load_n(&r->shards, __ATOMIC_ACQUIRE);
@@ -354,30 +373,37 @@ static void mark_dirty(tfd_rec *r, int64_t e)
     }
 }
 
-static int begin(update *u, tfd_rec *r)
+/* First update of a shard in an interval: start its extremes afresh and put
+ * the record on the interval's dirty list (once per record and interval). */
+static void enter_interval(tfd_shard *s, tfd_rec *r, int64_t e)
 {
-    tfd_thread *t = thread_self();
-    if (!t || t->busy || t->suppressed)
-        return 0;
-    tfd_shard *s = shard_for(t, r);
-    if (!s)
-        return 0;
-    t->busy = 1;
-    t->seq++;
-    BARRIER();
-    if (!use_membarrier)
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    int64_t e = RELAXED_LOAD(epoch);
-    s->seq++;
-    WMB();
-    if (s->epoch != e) {
-        int k = (int)(e & 1);
-        memset(s->iext[k].v, 0, sizeof(s->iext[k].v));
-        s->iext[k].epoch = e;
-        s->epoch = e;
-    }
+    int k = (int)(e & 1);
+    memset(s->iext[k].v, 0, sizeof(s->iext[k].v));
+    s->iext[k].epoch = e;
+    s->epoch = e;
     if (RELAXED_LOAD(r->dirty_epoch) != e)
         mark_dirty(r, e);
+}
+
+static inline __attribute__((always_inline)) int begin(update *u, tfd_rec *r)
+{
+    tfd_thread *t = self;
+    if (TFD_UNLIKELY(!t) && !(t = thread_self()))
+        return 0;
+    /* odd sequence: a signal handler interrupted one of our updates */
+    if (TFD_UNLIKELY((t->seq & 1) | t->suppressed))
+        return 0;
+    tfd_shard *s = shard_for(t, r);
+    if (TFD_UNLIKELY(!s))
+        return 0;
+    t->seq++;
+    WMB();
+    /* the collector's membarrier orders the store above before this load */
+    if (TFD_UNLIKELY(!use_membarrier))
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    int64_t e = RELAXED_LOAD(epoch);
+    if (TFD_UNLIKELY(s->epoch != e))
+        enter_interval(s, r, e);
     u->t = t;
     u->s = s;
     u->r = r;
@@ -385,34 +411,27 @@ static int begin(update *u, tfd_rec *r)
     return 1;
 }
 
-static void end(update *u)
+static inline __attribute__((always_inline)) void end(update *u)
 {
-    WMB();
-    u->s->seq++;
     WMB();
     u->t->seq++;
-    u->t->busy = 0;
 }
 
-/* Darshan's extremes, applied to both the cumulative and the interval set. */
+/* Darshan's extremes, within the current interval. */
 static inline void ext_max(update *u, int f, int64_t v)
 {
-    if (u->s->ext[f] < v) u->s->ext[f] = v;
     if (u->iext[f] < v) u->iext[f] = v;
 }
 static inline void ext_first(update *u, int f, int64_t t)
 {
-    if (u->s->ext[f] == 0 || u->s->ext[f] > t) u->s->ext[f] = t;
     if (u->iext[f] == 0 || u->iext[f] > t) u->iext[f] = t;
 }
 static inline void ext_last(update *u, int f, int64_t t)
 {
-    u->s->ext[f] = t;
     u->iext[f] = t;
 }
 static inline void ext_maxtime(update *u, int f_time, int f_size, int64_t d, int64_t size)
 {
-    if (u->s->ext[f_time] < d) { u->s->ext[f_time] = d; u->s->ext[f_size] = size; }
     if (u->iext[f_time] < d) { u->iext[f_time] = d; u->iext[f_size] = size; }
 }
 
@@ -439,7 +458,18 @@ static inline int size_bucket(int64_t v)
 }
 
 /* darshan_track_common_val_counters: count up to 32 distinct values */
-static void track_value(tfd_thread *t, values *vs, int64_t v)
+static void track_value_slow(tfd_thread *t, values *vs, int64_t v);
+
+static inline __attribute__((always_inline)) void track_value(tfd_thread *t, values *vs, int64_t v)
+{
+    /* the common case: the same size or stride as the first one seen */
+    if (TFD_LIKELY(vs->n > 0 && !vs->big && vs->val[0] == v))
+        vs->cnt[0]++;
+    else
+        track_value_slow(t, vs, v);
+}
+
+static void track_value_slow(tfd_thread *t, values *vs, int64_t v)
 {
     int n = vs->n;
     int64_t *val = vs->big ? vs->big->val : vs->val;
@@ -557,7 +587,10 @@ static tfd_rec *new_record(uint64_t id, int module, const char *path)
 {
     if (n_records >= max_records)
         return NULL;
-    tfd_rec *r = calloc(1, sizeof(*r));
+    /* a cache line of its own: threads write the position fields */
+    tfd_rec *r = aligned_alloc(64, (sizeof(*r) + 63) & ~(size_t)63);
+    if (r)
+        memset(r, 0, sizeof(*r));
     if (!r || !(r->path = strdup(path))) {
         free(r);
         return NULL;
@@ -566,6 +599,8 @@ static tfd_rec *new_record(uint64_t id, int module, const char *path)
     r->module = module;
     r->index = n_records;
     r->file_alignment = block_size_of(path);
+    r->alignment_mask = (r->file_alignment > 0 && !(r->file_alignment & (r->file_alignment - 1)))
+                            ? r->file_alignment - 1 : -1;
     r->dirty_epoch = -1;
     r->std_stream = path[0] == '<';
     int64_t hi = r->index / DIR_CHUNK;
@@ -611,9 +646,10 @@ static tfd_rec *record_for_clean(const char *clean, int module)
         return r;
     /* a signal handler doing I/O while we hold the lock must not wait on it */
     tfd_thread *t = thread_self();
-    if (!t || t->busy)
+    if (!t || t->creating)
         return NULL;
-    t->busy = 1;
+    t->creating = 1;
+    int saved = errno;
     pthread_mutex_lock(&create_lock);
     r = table_find(id, module);
     if (!r) {
@@ -625,7 +661,8 @@ static tfd_rec *record_for_clean(const char *clean, int module)
         }
     }
     pthread_mutex_unlock(&create_lock);
-    t->busy = 0;
+    errno = saved;
+    t->creating = 0;
     return r;
 }
 
@@ -676,7 +713,7 @@ static tfd_rec **posix_slot(int fd, int create)
     return &chunk[fd % FD_CHUNK];
 }
 
-static inline tfd_rec *posix_rec(int fd)
+static inline __attribute__((always_inline)) tfd_rec *posix_rec(int fd)
 {
     tfd_rec **slot = posix_slot(fd, 0);
     return slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
@@ -794,7 +831,9 @@ static void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t
             t->trace_dropped++;
             return;
         }
+        int saved = errno;
         seg_chunk *fresh = malloc(sizeof(seg_chunk));
+        errno = saved;
         if (!fresh) {
             __atomic_add_fetch(&trace_budget, (int64_t)sizeof(seg_chunk), __ATOMIC_RELAXED);
             t->trace_dropped++;
@@ -820,8 +859,9 @@ static void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t
 }
 
 /* POSIX_RECORD_READ / POSIX_RECORD_WRITE in one body */
-static void posix_data(int fd, int64_t ret, int pflag, int64_t off, int aligned,
-                       uint64_t t1, uint64_t t2, int is_write)
+/* inlined twice, so reads and writes each get a branch-free copy */
+static inline __attribute__((always_inline)) void
+posix_data(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2, const int is_write)
 {
     tfd_rec *r = posix_rec(fd);
     if (!r)
@@ -835,7 +875,7 @@ static void posix_data(int fd, int64_t ret, int pflag, int64_t off, int aligned,
     int64_t last = RELAXED_LOAD(*last_byte);
     int64_t stride;
 
-    if (trace_on)
+    if (TFD_UNLIKELY(trace_on))
         trace_append(&u, is_write, this_off, ret, t1, t2);
     if (this_off > last)
         sum[is_write ? S_SEQ_WRITES : S_SEQ_READS]++;
@@ -854,7 +894,8 @@ static void posix_data(int fd, int64_t ret, int pflag, int64_t off, int aligned,
     track_value(u.t, &u.s->stride, stride);
     if (!aligned)
         sum[S_MEM_NOT_ALIGNED]++;
-    if (r->file_alignment > 0 && this_off % r->file_alignment != 0)
+    if (r->alignment_mask >= 0 ? (this_off & r->alignment_mask) != 0
+                               : (r->file_alignment > 0 && this_off % r->file_alignment != 0))
         sum[S_FILE_NOT_ALIGNED]++;
     int io = is_write ? DARSHAN_IO_WRITE : DARSHAN_IO_READ;
     int prev = RELAXED_LOAD(r->last_io_type);
@@ -1296,7 +1337,6 @@ static void wait_for_writers(void)
 
 typedef struct shard_copy {
     int64_t sum[S_N];
-    int64_t ext[E_N];
     int64_t iext[E_N];
     int has_iext;
     int32_t n_access, n_stride;
@@ -1321,7 +1361,7 @@ static int32_t copy_values(const values *v, int64_t *val, int64_t *cnt)
 static void copy_shard(tfd_shard *s, int64_t closed, shard_copy *c)
 {
     for (long tries = 0;; tries++) {
-        uint32_t a = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+        uint32_t a = __atomic_load_n(&s->owner->seq, __ATOMIC_ACQUIRE);
         /* a writer never blocks inside an update; one that never finishes
          * was killed, and its last partial update is taken as it is */
         if ((a & 1) && tries < 1000000) {
@@ -1329,7 +1369,6 @@ static void copy_shard(tfd_shard *s, int64_t closed, shard_copy *c)
             continue;
         }
         memcpy(c->sum, s->sum, sizeof(c->sum));
-        memcpy(c->ext, s->ext, sizeof(c->ext));
         int k = (int)(closed & 1);
         c->has_iext = s->iext[k].epoch == closed;
         if (c->has_iext)
@@ -1337,7 +1376,7 @@ static void copy_shard(tfd_shard *s, int64_t closed, shard_copy *c)
         c->n_access = copy_values(&s->access, c->access_val, c->access_cnt);
         c->n_stride = copy_values(&s->stride, c->stride_val, c->stride_cnt);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) == a || tries >= 1000000)
+        if (__atomic_load_n(&s->owner->seq, __ATOMIC_RELAXED) == a || tries >= 1000000)
             return;
     }
 }
@@ -1412,7 +1451,6 @@ static int collect_record(tfd_rec *r, int64_t closed, growbuf *rows, growbuf *va
         copy_shard(s, closed, &c);
         for (int f = 0; f < S_N; f++)
             row[R_SUM0 + f] += c.sum[f];
-        merge_ext(row + R_EXT0, c.ext);
         if (c.has_iext)
             merge_ext(row + R_IEXT0, c.iext);
         merge_values(av, ac, &an, c.access_val, c.access_cnt, c.n_access);

@@ -24,7 +24,11 @@ tfd_hook tfd_hooks[] = {
 const int tfd_n_hooks = sizeof(tfd_hooks) / sizeof(tfd_hooks[0]);
 
 #define IDLE() TFD_UNLIKELY(!tfd_attached)
+/* Recording may reach libc (getcwd, statfs, malloc) only when it creates
+ * records: those wrappers keep errno explicitly. The data paths call
+ * nothing that sets errno (allocation there saves it itself). */
 #define KEEP_ERRNO(stmt) do { int e_ = errno; stmt; errno = e_; } while (0)
+#define HOT(stmt) stmt
 #define ALIGNED(p) (((uintptr_t)(p) % 8) == 0)
 /* time one call of the original into r, t1, t2 */
 #define TIMED(call) uint64_t t1 = tfd_ticks(); __typeof__(call) r = (call); uint64_t t2 = tfd_ticks()
@@ -182,7 +186,7 @@ int tfd_w_fileno(FILE *stream)
             return tfd_real_##name args;                                     \
         TIMED(tfd_real_##name args);                                         \
         if (r >= 0)                                                          \
-            KEEP_ERRNO(tfd_posix_##kind(fd, r, pflag, offset, aligned, t1, t2)); \
+            HOT(tfd_posix_##kind(fd, r, pflag, offset, aligned, t1, t2)); \
         return r;                                                            \
     }
 
@@ -214,7 +218,7 @@ DATA_WRAPPER(write, pwritev64v2, (int fd, const struct iovec *iov, int cnt, off6
             return tfd_real_##name(fd, off, whence);                         \
         TIMED(tfd_real_##name(fd, off, whence));                             \
         if (r >= 0)                                                          \
-            KEEP_ERRNO(tfd_posix_seek(fd, r, t1, t2));                       \
+            HOT(tfd_posix_seek(fd, r, t1, t2));                       \
         return r;                                                            \
     }
 SEEK_WRAPPER(lseek, off_t)
@@ -276,7 +280,7 @@ int tfd_w_posix_fadvise64(int fd, off64_t off, off64_t len, int advice)
             return tfd_real_##name args;                                     \
         TIMED(tfd_real_##name args);                                         \
         if (r == 0 && S_ISREG(mode))                                         \
-            KEEP_ERRNO(tfd_posix_stat_fd(fd, t1, t2));                       \
+            HOT(tfd_posix_stat_fd(fd, t1, t2));                       \
         return r;                                                            \
     }
 /* fstatat with AT_EMPTY_PATH and "" is an fstat of dirfd */
@@ -380,7 +384,7 @@ size_t tfd_w_fread(void *ptr, size_t size, size_t nmemb, FILE *stream)
         return tfd_real_fread(ptr, size, nmemb, stream);
     TIMED(tfd_real_fread(ptr, size, nmemb, stream));
     if (r > 0)
-        KEEP_ERRNO(tfd_stdio_read(stream, (int64_t)(size * r), t1, t2));
+        HOT(tfd_stdio_read(stream, (int64_t)(size * r), t1, t2));
     return r;
 }
 
@@ -390,7 +394,7 @@ size_t tfd_w___fread_chk(void *ptr, size_t buflen, size_t size, size_t nmemb, FI
         return tfd_real___fread_chk(ptr, buflen, size, nmemb, stream);
     TIMED(tfd_real___fread_chk(ptr, buflen, size, nmemb, stream));
     if (r > 0)
-        KEEP_ERRNO(tfd_stdio_read(stream, (int64_t)(size * r), t1, t2));
+        HOT(tfd_stdio_read(stream, (int64_t)(size * r), t1, t2));
     return r;
 }
 
@@ -400,7 +404,7 @@ size_t tfd_w_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream)
         return tfd_real_fwrite(ptr, size, nmemb, stream);
     TIMED(tfd_real_fwrite(ptr, size, nmemb, stream));
     if (r > 0)
-        KEEP_ERRNO(tfd_stdio_write(stream, (int64_t)(size * r), 0, t1, t2));
+        HOT(tfd_stdio_write(stream, (int64_t)(size * r), 0, t1, t2));
     return r;
 }
 
@@ -453,7 +457,7 @@ char *tfd_w_fgets(char *s, int size, FILE *stream)
         return tfd_real_fgets(s, size, stream);
     TIMED(tfd_real_fgets(s, size, stream));
     if (r)
-        KEEP_ERRNO(tfd_stdio_read(stream, (int64_t)strlen(r), t1, t2));
+        HOT(tfd_stdio_read(stream, (int64_t)strlen(r), t1, t2));
     return r;
 }
 
@@ -463,7 +467,7 @@ int tfd_w_fputs(const char *s, FILE *stream)
         return tfd_real_fputs(s, stream);
     TIMED(tfd_real_fputs(s, stream));
     if (r != EOF && r > 0)
-        KEEP_ERRNO(tfd_stdio_write(stream, (int64_t)strlen(s), 0, t1, t2));
+        HOT(tfd_stdio_write(stream, (int64_t)strlen(s), 0, t1, t2));
     return r;
 }
 
@@ -474,7 +478,7 @@ int tfd_w_fputs(const char *s, FILE *stream)
             return tfd_real_##name(stream);                                  \
         TIMED(tfd_real_##name(stream));                                      \
         if (r != EOF)                                                        \
-            KEEP_ERRNO(tfd_stdio_read(stream, 1, t1, t2));                   \
+            HOT(tfd_stdio_read(stream, 1, t1, t2));                   \
         return r;                                                            \
     }
 GETC_WRAPPER(fgetc)
@@ -488,7 +492,7 @@ GETC_WRAPPER(_IO_getc)
             return tfd_real_##name(c, stream);                               \
         TIMED(tfd_real_##name(c, stream));                                   \
         if (r != EOF)                                                        \
-            KEEP_ERRNO(tfd_stdio_write(stream, 1, 0, t1, t2));               \
+            HOT(tfd_stdio_write(stream, 1, 0, t1, t2));               \
         return r;                                                            \
     }
 PUTC_WRAPPER(fputc)
@@ -501,7 +505,7 @@ int tfd_w_vfprintf(FILE *stream, const char *format, va_list ap)
         return tfd_real_vfprintf(stream, format, ap);
     TIMED(tfd_real_vfprintf(stream, format, ap));
     if (r > 0)
-        KEEP_ERRNO(tfd_stdio_write(stream, r, 0, t1, t2));
+        HOT(tfd_stdio_write(stream, r, 0, t1, t2));
     return r;
 }
 

@@ -1,0 +1,324 @@
+"""The process-wide recorder: attaches the shim, folds what each collect
+returns into running totals, and turns them into Snapshots and windows."""
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import threading
+import weakref
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from tfdarshan import _native, counters as C, config
+from tfdarshan.snapshot import (Snapshot, empty_dxt, empty_extra, empty_values)
+
+R = _native.ROW_INDEX
+W = len(_native.ROW_FIELDS)
+EXT_FIELDS = [f[2:] for f in _native.ROW_FIELDS if f.startswith("I_")]
+I0 = R["I_" + EXT_FIELDS[0]]
+NE = len(EXT_FIELDS)
+# a row followed by run-long extremes, as the counter conversion reads it
+FULL_INDEX = {**R, **{f: W + j for j, f in enumerate(EXT_FIELDS)}}
+MODULE_NAMES = {_native.MODULE_POSIX: "POSIX", _native.MODULE_STDIO: "STDIO"}
+STD_STREAMS = {"<STDIN>", "<STDOUT>", "<STDERR>"}
+
+
+class Interval:
+    """One collect: the records touched, their totals before and after."""
+    __slots__ = ("index", "before", "after", "segments", "epoch", "now_ticks")
+
+    def __init__(self, index, before, after, segments, epoch, now_ticks):
+        self.index, self.before, self.after = index, before, after
+        self.segments, self.epoch, self.now_ticks = segments, epoch, now_ticks
+
+    def delta(self, field: str) -> np.ndarray:
+        return self.after[:, R[field]] - self.before[:, R[field]]
+
+
+def combine_extremes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Extremes over two spans, row by row (Darshan's rules)."""
+    out = np.maximum(a, b)
+    for j, f in enumerate(EXT_FIELDS):
+        if f.endswith("_START"):
+            both = (a[:, j] != 0) & (b[:, j] != 0)
+            out[:, j] = np.where(both, np.minimum(a[:, j], b[:, j]), a[:, j] + b[:, j])
+        elif f in ("MAX_READ_TIME", "MAX_WRITE_TIME"):
+            out[:, j + 1] = np.where(b[:, j] > a[:, j], b[:, j + 1], a[:, j + 1])
+    return out
+
+
+def fold_extremes(index: np.ndarray, ext: np.ndarray):
+    """Combine interval extremes of the same record (Darshan's rules)."""
+    if len(index) == 0:
+        return index, ext
+    order = np.lexsort((index,))
+    index, ext = index[order], ext[order]
+    uniq, starts = np.unique(index, return_index=True)
+    out = np.zeros((len(uniq), NE), dtype=np.int64)
+    big = np.iinfo(np.int64).max
+    for j, f in enumerate(EXT_FIELDS):
+        col = ext[:, j]
+        if f.endswith("_START"):
+            m = np.minimum.reduceat(np.where(col == 0, big, col), starts)
+            out[:, j] = np.where(m == big, 0, m)
+        elif f in ("MAX_READ_TIME", "MAX_WRITE_TIME"):
+            # the slowest call and its size travel together
+            ends = np.append(starts[1:], len(index))
+            for g, (s, e) in enumerate(zip(starts, ends)):
+                k = s + int(np.argmax(col[s:e]))
+                out[g, j], out[g, j + 1] = col[k], ext[k, j + 1]
+        elif f.endswith("_SIZE"):
+            continue
+        else:
+            out[:, j] = np.maximum.reduceat(col, starts)
+    return uniq, out
+
+
+class Recorder:
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._cum = np.zeros((0, W), dtype=np.int64)
+        self._ext = np.zeros((0, NE), dtype=np.int64)
+        self._seen = np.zeros(0, dtype=bool)
+        self._ids = np.zeros(0, dtype=np.uint64)
+        self._paths = np.zeros(0, dtype=object)
+        self._modules = np.zeros(0, dtype=np.int64)
+        self._values: Dict[int, np.ndarray] = {}
+        self._log: List[list] = []          # [seq, index, interval extremes]
+        self._live = collections.Counter()  # seqs of live snapshots
+        self._windows: "weakref.WeakSet[Window]" = weakref.WeakSet()
+        self._listeners: List = []
+        self._clock: Optional[_native.Clock] = None
+        self._meta = {"folded_files": 0, "trace_dropped": 0, "threads": 0, "seq": 0}
+        self.settings: Optional[config.Settings] = None
+        self._pid = os.getpid()
+
+    # ------------------------------------------------------------ attach
+    def attach(self, include=None, exclude=None, *, trace=None, record_cap=None,
+               trace_memory=None) -> bool:
+        s = config.settings(include, exclude, trace=trace, record_cap=record_cap,
+                            trace_memory=trace_memory)
+        with self._lock:
+            self._after_fork()
+            fresh = _native.attach(record_cap=s.record_cap, include=s.include, exclude=s.exclude,
+                                   exclude_suffixes=s.exclude_suffixes, trace=s.trace,
+                                   trace_cap_bytes=s.trace_memory, chain_library=s.chain_library)
+            if fresh:
+                self.settings = s
+                self._clock = _native.clock()
+            return fresh
+
+    def detach(self) -> bool:
+        with self._lock:
+            return _native.detach()
+
+    @property
+    def attached(self) -> bool:
+        return _native.is_attached()
+
+    def add_listener(self, fn) -> None:
+        """fn(interval) is called after every collect (step series, stats)."""
+        with self._lock:
+            self._listeners.append(fn)
+
+    def remove_listener(self, fn) -> None:
+        with self._lock:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
+
+    def _after_fork(self) -> None:
+        # a forked child counts afresh (the shim reset its records)
+        if os.getpid() != self._pid:
+            self.__init__()
+
+    # ----------------------------------------------------------- collect
+    def _grow(self, n: int) -> None:
+        old = len(self._seen)
+        if n <= old:
+            return
+        cap = max(n, 2 * old, 256)
+        self._cum = np.concatenate([self._cum, np.zeros((cap - old, W), dtype=np.int64)])
+        self._ext = np.concatenate([self._ext, np.zeros((cap - old, NE), dtype=np.int64)])
+        self._seen = np.concatenate([self._seen, np.zeros(cap - old, dtype=bool)])
+        self._ids = np.concatenate([self._ids, np.zeros(cap - old, dtype=np.uint64)])
+        self._paths = np.concatenate([self._paths, np.full(cap - old, None, dtype=object)])
+        self._modules = np.concatenate([self._modules, np.zeros(cap - old, dtype=np.int64)])
+
+    def collect(self) -> Optional[Interval]:
+        """Close the shim's current interval and fold it in; None if the
+        shim was never attached in this process."""
+        with self._lock:
+            self._after_fork()
+            try:
+                got = _native.collect()
+            except _native.NativeError:
+                return None
+            if self._clock is None:
+                self._clock = _native.clock()
+            self._grow(got.n_records)
+            idx = got.rows[:, R["INDEX"]] if len(got.rows) else np.zeros(0, dtype=np.int64)
+            fresh = np.concatenate([idx, got.segments[:, 0]]) if len(got.segments) else idx
+            for i in np.unique(fresh[self._paths[fresh] == None]) if len(fresh) else ():  # noqa: E711
+                rid, mod, path = _native.record_info(int(i))
+                self._ids[i], self._modules[i], self._paths[i] = rid, mod, os.fsdecode(path)
+            before = self._cum[idx].copy()
+            self._cum[idx] = got.rows
+            self._ext[idx] = combine_extremes(self._ext[idx], got.rows[:, I0:I0 + NE])
+            self._seen[idx] = True
+            if len(got.values):
+                order = np.argsort(got.values[:, 0], kind="stable")
+                vals = got.values[order]
+                uniq, starts = np.unique(vals[:, 0], return_index=True)
+                for i, part in zip(uniq, np.split(vals[:, 1:], starts[1:])):
+                    self._values[int(i)] = part
+            self._meta.update(folded_files=got.folded_files, trace_dropped=got.trace_dropped,
+                              threads=got.n_threads, seq=got.epoch)
+            if len(idx):
+                self._log.append([got.epoch, idx, got.rows[:, I0:I0 + NE].copy()])
+            self._compact()
+            interval = Interval(idx, before, got.rows, got.segments, got.epoch, got.now_ticks)
+            for w in list(self._windows):
+                w._feed(interval)
+            for fn in list(self._listeners):
+                fn(interval)
+            return interval
+
+    def _compact(self) -> None:
+        """Keep interval extremes only where a live snapshot may need them,
+        folding runs that no live snapshot splits."""
+        if not self._live:
+            self._log.clear()
+            return
+        first = min(self._live)
+        log = [e for e in self._log if e[0] > first]
+        merged: List[list] = []
+        for e in log:
+            if merged and merged[-1][0] not in self._live:
+                prev = merged.pop()
+                idx, ext = fold_extremes(np.concatenate([prev[1], e[1]]), np.concatenate([prev[2], e[2]]))
+                e = [e[0], idx, ext]
+            merged.append(e)
+        self._log = merged
+
+    def _release(self, seq: int) -> None:
+        with self._lock:
+            self._live[seq] -= 1
+            if self._live[seq] <= 0:
+                del self._live[seq]
+
+    # ---------------------------------------------------------- snapshots
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            self.collect()
+            return self._build_snapshot()
+
+    def _build_snapshot(self) -> Snapshot:
+        seq = self._meta["seq"]
+        clock = self._clock or _native.Clock(0, 1e9, 0.0, False)
+        idx = np.nonzero(self._seen)[0]
+        rows = np.hstack([self._cum[idx], self._ext[idx]])
+        frames, extra = {}, []
+        for code, module in MODULE_NAMES.items():
+            sel = self._modules[idx] == code
+            mi, mrows = idx[sel], rows[sel]
+            if module == "STDIO":
+                # like Darshan's output: unused standard streams are dropped
+                unused = np.isin(self._paths[mi].astype(str), list(STD_STREAMS)) & \
+                    (mrows[:, R["READS"]] == 0) & (mrows[:, R["WRITES"]] == 0)
+                mi, mrows = mi[~unused], mrows[~unused]
+            cols = C.from_native(module, mrows, FULL_INDEX, clock)
+            df = pd.DataFrame({"record_id": self._ids[mi], "path": self._paths[mi], **cols},
+                              columns=C.columns(module))
+            frames[module] = df
+            extra.append(pd.DataFrame({"record_id": self._ids[mi], "module": module,
+                                       "ZERO_READS": mrows[:, R["ZERO_READS"]]}))
+        posix_idx = idx[self._modules[idx] == _native.MODULE_POSIX]
+        parts = [np.column_stack([np.full(len(self._values[i]), i), self._values[i]])
+                 for i in posix_idx if int(i) in self._values]
+        if parts:
+            v = np.concatenate(parts)
+            values = pd.DataFrame({"record_id": self._ids[v[:, 0]], "kind": v[:, 1].astype(np.int8),
+                                   "value": v[:, 2], "count": v[:, 3]})
+        else:
+            values = empty_values()
+        from tfdarshan.snapshot import _with_top4
+        posix = _with_top4(frames["POSIX"], values)
+        extra_df = pd.concat(extra, ignore_index=True) if extra else empty_extra()
+        extra_df["record_id"] = extra_df["record_id"].astype(np.uint64)
+        end = float(clock.seconds(np.array([_native.now_ticks()]))[0]) if self._clock else 0.0
+        meta = {"format": "tfdarshan", "seq": seq, "start": 0.0, "end": end,
+                "origin_unix_time": clock.origin_unix_time, "hostname": socket.gethostname(),
+                "pid": os.getpid(), "recorder": id(self),
+                "folded_files": self._meta["folded_files"],
+                "trace_dropped": self._meta["trace_dropped"], "threads": self._meta["threads"],
+                "record_cap": self.settings.record_cap if self.settings else None}
+        snap = Snapshot(posix, frames["STDIO"], values, extra_df, empty_dxt(), meta, self._window_extremes)
+        self._live[seq] += 1
+        weakref.finalize(snap, self._release, seq)
+        return snap
+
+    def _window_extremes(self, later: Snapshot, earlier: Snapshot) -> Optional[Dict[str, pd.DataFrame]]:
+        """Exact extremes over (earlier, later] from the interval log."""
+        mine = lambda s: s.meta.get("recorder") == id(self) and s.meta.get("pid") == os.getpid()
+        if not (mine(later) and mine(earlier)):
+            return None
+        a, b = earlier.meta["seq"], later.meta["seq"]
+        with self._lock:
+            parts = [e for e in self._log if a < e[0] <= b]
+        if parts:
+            idx, ext = fold_extremes(np.concatenate([p[1] for p in parts]),
+                                     np.concatenate([p[2] for p in parts]))
+        else:
+            idx, ext = np.zeros(0, dtype=np.int64), np.zeros((0, NE), dtype=np.int64)
+        rows = np.zeros((len(idx), W + NE), dtype=np.int64)
+        rows[:, W:] = ext
+        clock = self._clock or _native.Clock(0, 1e9, 0.0, False)
+        out = {}
+        for code, module in MODULE_NAMES.items():
+            sel = self._modules[idx] == code if len(idx) else np.zeros(0, dtype=bool)
+            cols = C.from_native(module, rows[sel], FULL_INDEX, clock)
+            keep = {c: v for c, v in cols.items()
+                    if C.kind(module, c) in (C.MAX, C.MAXTIME, C.MAXTIME_SIZE, C.FIRST, C.LAST)}
+            out[module] = pd.DataFrame(keep, index=self._ids[idx[sel]])
+        return out
+
+    # ------------------------------------------------------------ windows
+    def open_window(self) -> "Window":
+        return Window(self)
+
+
+class Window:
+    """A profiling window: counters between open and close, with the
+    per-operation trace gathered while it was open."""
+
+    def __init__(self, recorder: Recorder):
+        self._rec = recorder
+        self._segments: List[np.ndarray] = []
+        with recorder._lock:
+            self.start = recorder.snapshot()
+            recorder._windows.add(self)
+        self.result: Optional[Snapshot] = None
+
+    def _feed(self, interval: Interval) -> None:
+        if len(interval.segments):
+            self._segments.append(interval.segments)
+
+    def close(self) -> Snapshot:
+        rec = self._rec
+        with rec._lock:
+            end = rec.snapshot()
+            rec._windows.discard(self)
+        snap = end - self.start
+        if self._segments:
+            s = np.concatenate(self._segments)
+            clock = rec._clock
+            dxt = pd.DataFrame({"record_id": rec._ids[s[:, 0]],
+                                "op": np.where(s[:, 1] == 1, "write", "read"),
+                                "offset": s[:, 2], "length": s[:, 3],
+                                "start": clock.seconds(s[:, 4]), "end": clock.seconds(s[:, 5])})
+            snap = Snapshot(snap._posix, snap._stdio, snap._values, snap._extra, dxt, snap.meta, snap._extremes)
+        self.result = snap
+        return snap
