@@ -54,6 +54,8 @@ typedef struct tfd_live_totals {
 int tfd_attach(const tfd_config *config, char *err, size_t err_len);
 int tfd_detach(void);
 int tfd_is_attached(void);
+/* odd while attached; changes after patching completes and before unpatching starts */
+int64_t tfd_attach_generation(void);
 int tfd_patched_slots(void);
 int tfd_patched_objects(void);
 int tfd_object_is_patched(const char *path_fragment);

@@ -18,6 +18,7 @@ static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *chain_handle;
 static char *chain_path;
 static int reals_ready;
+static int64_t generation;
 
 static uint64_t mono_ns(void)
 {
@@ -133,6 +134,7 @@ int tfd_attach(const tfd_config *config, char *err, size_t err_len)
     __atomic_store_n(&tfd_attached, 1, __ATOMIC_SEQ_CST);
     tfd_patch_loaded_objects();
     tfd_records_scan_open_fds();
+    __atomic_add_fetch(&generation, 1, __ATOMIC_SEQ_CST);
 out:
     pthread_mutex_unlock(&attach_lock);
     return rc;
@@ -145,6 +147,7 @@ int tfd_detach(void)
         pthread_mutex_unlock(&attach_lock);
         return 1;
     }
+    __atomic_add_fetch(&generation, 1, __ATOMIC_SEQ_CST);
     /* restore first, so calls already routed to us are still counted */
     tfd_unpatch_all();
     __atomic_store_n(&tfd_attached, 0, __ATOMIC_SEQ_CST);
@@ -155,4 +158,9 @@ int tfd_detach(void)
 int tfd_is_attached(void)
 {
     return __atomic_load_n(&tfd_attached, __ATOMIC_RELAXED);
+}
+
+int64_t tfd_attach_generation(void)
+{
+    return __atomic_load_n(&generation, __ATOMIC_SEQ_CST);
 }

@@ -178,3 +178,15 @@ def clean_path(path) -> bytes:
     if lib.tfd_clean_path(b, out, len(out)) != 0:
         raise NativeError(f"cannot clean path {path!r}")
     return ffi.string(out)
+
+
+def attach_generation() -> int:
+    """Odd while attached; changes once patching is complete and before
+    unpatching starts, so equal odd values around a call prove it was made
+    while attached."""
+    return int(lib.tfd_attach_generation())
+
+
+def attach_generation_address() -> int:
+    """Address of the C function, for native test code to call."""
+    return int(ffi.cast("uintptr_t", ffi.addressof(lib, "tfd_attach_generation")))

@@ -1,0 +1,58 @@
+import os
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@pytest.fixture(scope="session")
+def tf():
+    """TensorFlow, imported once for the session."""
+    tensorflow = pytest.importorskip(
+        "tensorflow", reason="TensorFlow is not installed (make test installs tensorflow-cpu)")
+    return tensorflow
+
+
+@pytest.fixture
+def attached():
+    """The shim attached for a test (left attached if it already was)."""
+    import tfdarshan
+    was = tfdarshan.is_attached()
+    tfdarshan.attach()
+    yield tfdarshan
+    if not was:
+        tfdarshan.detach()
+
+
+def row(frame, path):
+    """The one row of a snapshot frame for a path, as a dict."""
+    sel = frame[frame["path"] == str(path)]
+    assert len(sel) == 1, f"expected one row for {path}, found {len(sel)} in {list(frame['path'])}"
+    return sel.iloc[0].to_dict()
+
+
+def assert_counters(actual: dict, expected: dict, keys=None):
+    keys = keys or expected.keys()
+    diffs = {k: (actual.get(k, 0), expected.get(k, 0)) for k in keys
+             if actual.get(k, 0) != expected.get(k, 0)}
+    assert not diffs, f"counter mismatches (actual, expected): {diffs}"
+
+
+@pytest.fixture(scope="session")
+def iostress(tmp_path_factory):
+    """tests/native/iostress.c built into a shared library, loaded with ctypes."""
+    import ctypes
+    import subprocess
+    out = tmp_path_factory.mktemp("native") / "libiostress.so"
+    src = pathlib.Path(__file__).parent / "native" / "iostress.c"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-pthread", str(src), "-o", str(out)], check=True)
+    lib = ctypes.CDLL(str(out))
+    lib.run_preads.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_long,
+                               ctypes.c_void_p, ctypes.POINTER(ctypes.c_long)]
+    lib.read_whole.argtypes = [ctypes.c_char_p]
+    lib.read_whole.restype = ctypes.c_long
+    return lib
