@@ -230,7 +230,10 @@ class Recorder:
                     (mrows[:, R["READS"]] == 0) & (mrows[:, R["WRITES"]] == 0)
                 mi, mrows = mi[~unused], mrows[~unused]
             cols = C.from_native(module, mrows, FULL_INDEX, clock)
-            df = pd.DataFrame({"record_id": self._ids[mi], "path": self._paths[mi], **cols},
+            # object, not pandas' Arrow strings: non-UTF-8 names keep their
+            # surrogate escapes and round-trip to the original bytes
+            df = pd.DataFrame({"record_id": self._ids[mi], "path": pd.Series(self._paths[mi], dtype=object),
+                               **cols},
                               columns=C.columns(module))
             frames[module] = df
             extra.append(pd.DataFrame({"record_id": self._ids[mi], "module": module,

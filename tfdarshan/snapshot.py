@@ -141,7 +141,7 @@ class Snapshot:
 
         def table(key, template):
             t = d.get(key) or {"columns": list(template.columns), "data": []}
-            df = pd.DataFrame(t["data"], columns=t["columns"])
+            df = pd.DataFrame(t["data"], columns=t["columns"], dtype=object)
             if list(df.columns) != list(template.columns):
                 raise ValueError(f"snapshot table {key!r} has unexpected columns")
             return df.astype(template.dtypes.to_dict()) if len(df) else template
@@ -165,7 +165,7 @@ def _window(module: str, later: pd.DataFrame, earlier: pd.DataFrame,
     ints, floats = C.names(module)
     e = earlier.set_index("record_id").reindex(later["record_id"].values)
     present = e["path"].notna().values
-    out = {"record_id": later["record_id"].values, "path": later["path"].values}
+    out = {"record_id": later["record_id"].values, "path": pd.Series(later["path"].values, dtype=object)}
     ex = exact.reindex(later["record_id"].values) if exact is not None else None
     for c in (*ints, *floats):
         k = C.kind(module, c)
