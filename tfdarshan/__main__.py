@@ -1,0 +1,5 @@
+import sys
+
+from tfdarshan.cli import main
+
+sys.exit(main())
