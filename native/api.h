@@ -25,6 +25,10 @@ typedef struct tfd_collect_result {
     int64_t *values;                 /* n_values x 4: record index, kind, value, count */
     int64_t n_segments;
     int64_t *segments;               /* n_segments x 6: record index, op, offset, length, start, end */
+    int64_t n_heat;
+    int64_t *heat;                   /* n_heat x 3: time bin, kind (module*2+write), bytes */
+    int64_t heat_bin_ticks;          /* width of a time bin */
+    int64_t heat_unbinned;           /* bytes that could not be binned (collects too far apart) */
     int64_t epoch;                   /* the interval this collect closed */
     int64_t now_ticks;               /* when it closed */
     int64_t n_records;               /* records created so far (all modules) */

@@ -148,6 +148,11 @@ struct tfd_rec {
 typedef struct seg { int64_t index, op, offset, length, start, end; } seg;
 typedef struct seg_chunk { struct seg_chunk *next; int32_t count; seg s[SEG_PER_CHUNK]; } seg_chunk;
 
+/* Heatmap: bytes per fine time bin, per thread, in a ring the collector
+ * drains; Python re-bins them the way Darshan's heatmap module does. */
+#define HEAT_RING 2048
+#define HEAT_KINDS 4            /* POSIX read, POSIX write, STDIO read, STDIO write */
+
 #define DIR_CHUNK 1024
 struct tfd_thread {
     uint32_t seq;               /* odd while inside an update (also the re-entry guard) */
@@ -161,6 +166,14 @@ struct tfd_thread {
     seg_chunk *trace_head, *trace_tail;
     int32_t trace_read;         /* collector's position in trace_head */
     int64_t trace_dropped;
+    /* heatmap ring: the writer owns heat_bin (newest bin) and the slots,
+     * the collector owns heat_next (oldest bin not yet reported) */
+    int64_t heat_bin;
+    uint64_t heat_lo, heat_hi;  /* tick range of heat_bin */
+    int64_t heat_next;
+    int64_t heat_reported[HEAT_KINDS];   /* of bin heat_next, already reported */
+    int64_t heat_unbinned;
+    int64_t heat[HEAT_RING][HEAT_KINDS];
     tfd_thread *next;
 };
 
@@ -195,6 +208,8 @@ static __thread tfd_thread *self;
 static char **include_prefixes, **exclude_prefixes, **exclude_suffixes;
 static int n_include, n_exclude, n_exclude_suffixes;
 
+static uint64_t heat_width;    /* ticks per heatmap bin */
+static uint64_t heat_origin;
 static int trace_on;
 static int64_t trace_cap;
 static int64_t trace_budget;    /* bytes still free for trace chunks */
@@ -264,6 +279,7 @@ static tfd_thread *thread_self(void)
     errno = saved;
     if (!t)
         return NULL;
+    t->heat_bin = -1;
     t->dir = calloc((size_t)(max_records / DIR_CHUNK + 1), sizeof(tfd_shard **));
     if (!t->dir) {
         free(t);
@@ -433,6 +449,71 @@ static inline void ext_last(update *u, int f, int64_t t)
 static inline void ext_maxtime(update *u, int f_time, int f_size, int64_t d, int64_t size)
 {
     if (u->iext[f_time] < d) { u->iext[f_time] = d; u->iext[f_size] = size; }
+}
+
+/* Move the thread's newest heatmap bin forward to b, clearing the slots it
+ * reuses; refuses (returns 0) if that would overwrite unreported bins. */
+static int heat_advance(tfd_thread *t, int64_t b)
+{
+    if (b <= t->heat_bin)
+        return 1;
+    int64_t oldest = RELAXED_LOAD(t->heat_next);
+    if (t->heat_bin >= 0 && b - oldest >= HEAT_RING)
+        return 0;
+    int64_t from = t->heat_bin < 0 || b - t->heat_bin > HEAT_RING ? b - HEAT_RING + 1 : t->heat_bin + 1;
+    if (from < 0)
+        from = 0;
+    for (int64_t i = from; i <= b; i++)
+        memset(t->heat[i % HEAT_RING], 0, sizeof(t->heat[0]));
+    if (t->heat_bin < 0)
+        RELAXED_STORE(t->heat_next, b);
+    t->heat_bin = b;
+    t->heat_lo = heat_origin + (uint64_t)b * heat_width;
+    t->heat_hi = t->heat_lo + heat_width;
+    return 1;
+}
+
+/* heatmap_update(): spread a call's bytes over the bins it overlaps */
+static void heat_add_slow(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2)
+{
+    if (t1 < heat_origin || t2 < t1) {
+        t->heat_unbinned += bytes;
+        return;
+    }
+    int64_t b1 = (int64_t)((t1 - heat_origin) / heat_width);
+    int64_t b2 = (int64_t)((t2 - heat_origin) / heat_width);
+    if (!heat_advance(t, b2)) {
+        t->heat_unbinned += bytes;
+        return;
+    }
+    int64_t oldest = RELAXED_LOAD(t->heat_next);
+    if (b1 < oldest)
+        b1 = oldest;   /* began before the last drain: count it from there */
+    if (b1 > b2)
+        b1 = b2;
+    int64_t left = bytes;
+    for (int64_t b = b1; b <= b2; b++) {
+        int64_t part = left;
+        if (b < b2 && t2 > t1) {
+            uint64_t lo = heat_origin + (uint64_t)b * heat_width, hi = lo + heat_width;
+            uint64_t s = t1 > lo ? t1 : lo, e = t2 < hi ? t2 : hi;
+            part = (int64_t)((double)bytes * (double)(e - s) / (double)(t2 - t1) + 0.5);
+            if (part > left)
+                part = left;
+        }
+        t->heat[b % HEAT_RING][kind] += part;
+        left -= part;
+    }
+}
+
+static inline void heat_add(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2)
+{
+    if (bytes == 0)
+        return;
+    if (TFD_LIKELY(t1 >= t->heat_lo && t2 < t->heat_hi))
+        t->heat[t->heat_bin % HEAT_RING][kind] += bytes;
+    else
+        heat_add_slow(t, kind, bytes, t1, t2);
 }
 
 /* DARSHAN_TIMER_INC_NO_OVERLAP against the record's shared "last end" */
@@ -887,6 +968,7 @@ posix_data(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1
     ext_max(&u, is_write ? E_MAX_BYTE_WRITTEN : E_MAX_BYTE_READ, this_off + ret - 1);
     sum[is_write ? S_BYTES_WRITTEN : S_BYTES_READ] += ret;
     sum[is_write ? S_WRITES : S_READS]++;
+    heat_add(u.t, is_write, ret, t1, t2);
     sum[(is_write ? S_SIZE_WRITE_0_100 : S_SIZE_READ_0_100) + size_bucket(ret)]++;
     if (!is_write && ret == 0)
         sum[S_ZERO_READS]++;
@@ -1082,6 +1164,7 @@ void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2)
     ext_max(&u, E_MAX_BYTE_READ, off + bytes - 1);
     u.s->sum[S_BYTES_READ] += bytes;
     u.s->sum[S_READS]++;
+    heat_add(u.t, 2, bytes, t1, t2);
     ext_first(&u, E_READ_START, (int64_t)t1);
     ext_last(&u, E_READ_END, (int64_t)t2);
     timer_no_overlap(&u, S_T_READ, (int64_t)t1, (int64_t)t2, &r->last_read_end);
@@ -1099,6 +1182,7 @@ void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uin
     ext_max(&u, E_MAX_BYTE_WRITTEN, off + bytes - 1);
     u.s->sum[S_BYTES_WRITTEN] += bytes;
     u.s->sum[is_flush ? S_FLUSHES : S_WRITES]++;
+    heat_add(u.t, 3, bytes, t1, t2);
     ext_first(&u, E_WRITE_START, (int64_t)t1);
     ext_last(&u, E_WRITE_END, (int64_t)t2);
     timer_no_overlap(&u, S_T_WRITE, (int64_t)t1, (int64_t)t2, &r->last_write_end);
@@ -1172,6 +1256,12 @@ int tfd_records_init(const tfd_config *c, char *err, size_t err_len)
     if (initialized)
         goto out;
 
+    tfd_clock_info clock;
+    tfd_clock(&clock);
+    heat_origin = (uint64_t)clock.origin_ticks;
+    heat_width = (uint64_t)(clock.ticks_per_second * 0.025);   /* 25 ms bins */
+    if (heat_width == 0)
+        heat_width = 1;
     record_cap = c->record_cap > 0 ? c->record_cap : 65536;
     max_records = 2 * record_cap + 8;  /* two modules, their overflow and std streams */
     uint64_t slots = 1;
@@ -1475,6 +1565,48 @@ static int collect_record(tfd_rec *r, int64_t closed, growbuf *rows, growbuf *va
     return 0;
 }
 
+/* Report each thread's bins from the oldest unreported to its newest; the
+ * newest may still grow, so what was reported of it is remembered. */
+static int collect_heat(growbuf *heat, int64_t *unbinned)
+{
+    static int64_t copy[HEAT_RING][HEAT_KINDS];
+    for (tfd_thread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
+        int64_t newest, oldest = t->heat_next, lost;
+        int64_t n = 0;
+        for (long tries = 0;; tries++) {
+            uint32_t a = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
+            if ((a & 1) && tries < 1000000) {
+                sched_yield();
+                continue;
+            }
+            newest = RELAXED_LOAD(t->heat_bin);
+            lost = RELAXED_LOAD(t->heat_unbinned);
+            n = newest < oldest ? 0 : newest - oldest + 1;
+            for (int64_t i = 0; i < n; i++)
+                memcpy(copy[i], t->heat[(oldest + i) % HEAT_RING], sizeof(copy[0]));
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if (__atomic_load_n(&t->seq, __ATOMIC_RELAXED) == a || tries >= 1000000)
+                break;
+        }
+        *unbinned += lost;
+        for (int64_t i = 0; i < n; i++) {
+            for (int k = 0; k < HEAT_KINDS; k++) {
+                int64_t v = copy[i][k] - (i == 0 ? t->heat_reported[k] : 0);
+                if (v == 0)
+                    continue;
+                int64_t row[3] = {oldest + i, k, v};
+                if (grow_push(heat, row, 3))
+                    return -1;
+            }
+        }
+        if (n > 0) {
+            memcpy(t->heat_reported, copy[n - 1], sizeof(t->heat_reported));
+            RELAXED_STORE(t->heat_next, newest);
+        }
+    }
+    return 0;
+}
+
 static int collect_trace(growbuf *segs, int64_t *dropped)
 {
     for (tfd_thread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
@@ -1507,7 +1639,7 @@ int tfd_collect(tfd_collect_result *out)
     memset(out, 0, sizeof(*out));
     if (!initialized)
         return -1;
-    growbuf rows = {0}, vals = {0}, segs = {0};
+    growbuf rows = {0}, vals = {0}, segs = {0}, heat = {0};
     int rc = 0;
     pthread_mutex_lock(&collect_lock);
     int64_t closed = RELAXED_LOAD(epoch);
@@ -1518,6 +1650,8 @@ int tfd_collect(tfd_collect_result *out)
         rc = collect_record(r, closed, &rows, &vals);
     if (rc == 0)
         rc = collect_trace(&segs, &out->trace_dropped);
+    if (rc == 0)
+        rc = collect_heat(&heat, &out->heat_unbinned);
     out->epoch = closed;
     out->now_ticks = (int64_t)tfd_ticks();
     out->n_records = __atomic_load_n(&n_records, __ATOMIC_ACQUIRE);
@@ -1530,6 +1664,9 @@ int tfd_collect(tfd_collect_result *out)
     out->n_values = vals.n / 4;
     out->segments = segs.p;
     out->n_segments = segs.n / 6;
+    out->heat = heat.p;
+    out->n_heat = heat.n / 3;
+    out->heat_bin_ticks = (int64_t)heat_width;
     if (rc) {
         tfd_free_collect(out);
         return -1;
@@ -1542,8 +1679,9 @@ void tfd_free_collect(tfd_collect_result *out)
     free(out->rows);
     free(out->values);
     free(out->segments);
-    out->rows = out->values = out->segments = NULL;
-    out->n_rows = out->n_values = out->n_segments = 0;
+    free(out->heat);
+    out->rows = out->values = out->segments = out->heat = NULL;
+    out->n_rows = out->n_values = out->n_segments = out->n_heat = 0;
 }
 
 /* Totals over every shard, without closing an interval: cheap enough to

@@ -45,6 +45,9 @@ class Collected:
     rows: np.ndarray          # (n, len(ROW_FIELDS)) int64
     values: np.ndarray        # (m, 4) int64: record index, kind, value, count
     segments: np.ndarray      # (k, 6) int64: record index, op, offset, length, start, end
+    heat: np.ndarray          # (h, 3) int64: time bin, kind (module*2 + write), bytes
+    heat_bin_ticks: int
+    heat_unbinned: int
     epoch: int
     now_ticks: int
     n_records: int
@@ -132,6 +135,8 @@ def collect() -> Collected:
             rows=_array(out.rows, out.n_rows, len(ROW_FIELDS)),
             values=_array(out.values, out.n_values, 4),
             segments=_array(out.segments, out.n_segments, 6),
+            heat=_array(out.heat, out.n_heat, 3), heat_bin_ticks=out.heat_bin_ticks,
+            heat_unbinned=out.heat_unbinned,
             epoch=out.epoch, now_ticks=out.now_ticks, n_records=out.n_records,
             folded_files=out.folded_files, trace_dropped=out.trace_dropped,
             n_threads=out.n_threads)

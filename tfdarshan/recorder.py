@@ -3,6 +3,7 @@ returns into running totals, and turns them into Snapshots and windows."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import socket
 import threading
@@ -13,6 +14,8 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan import _native, counters as C, config
+from tfdarshan import heatmap as H
+from tfdarshan import mounts as M
 from tfdarshan.snapshot import (Snapshot, empty_dxt, empty_extra, empty_values)
 
 R = _native.ROW_INDEX
@@ -28,11 +31,11 @@ STD_STREAMS = {"<STDIN>", "<STDOUT>", "<STDERR>"}
 
 class Interval:
     """One collect: the records touched, their totals before and after."""
-    __slots__ = ("index", "before", "after", "segments", "epoch", "now_ticks")
+    __slots__ = ("index", "before", "after", "segments", "heat", "epoch", "now_ticks")
 
-    def __init__(self, index, before, after, segments, epoch, now_ticks):
+    def __init__(self, index, before, after, segments, heat, epoch, now_ticks):
         self.index, self.before, self.after = index, before, after
-        self.segments, self.epoch, self.now_ticks = segments, epoch, now_ticks
+        self.segments, self.heat, self.epoch, self.now_ticks = segments, heat, epoch, now_ticks
 
     def delta(self, field: str) -> np.ndarray:
         return self.after[:, R[field]] - self.before[:, R[field]]
@@ -92,7 +95,10 @@ class Recorder:
         self._windows: "weakref.WeakSet[Window]" = weakref.WeakSet()
         self._listeners: List = []
         self._clock: Optional[_native.Clock] = None
-        self._meta = {"folded_files": 0, "trace_dropped": 0, "threads": 0, "seq": 0}
+        self._meta = {"folded_files": 0, "trace_dropped": 0, "threads": 0, "seq": 0, "heat_unbinned": 0}
+        self._heat = H.Accumulator()
+        self._ticker: Optional[threading.Thread] = None
+        self._ticker_stop = threading.Event()
         self.settings: Optional[config.Settings] = None
         self._pid = os.getpid()
 
@@ -109,11 +115,31 @@ class Recorder:
             if fresh:
                 self.settings = s
                 self._clock = _native.clock()
+                self._start_ticker()
             return fresh
+
+    def _start_ticker(self) -> None:
+        # the shim's heatmap ring holds about 50 s of bins: drain it well before
+        if self._ticker is not None and self._ticker.is_alive():
+            return
+        self._ticker_stop.clear()
+        self._ticker = threading.Thread(target=self._tick, name="tfdarshan-collector", daemon=True)
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._ticker_stop.wait(10.0):
+            if not _native.is_attached():
+                continue
+            try:
+                self.collect()
+            except Exception:  # never let the background collector break the job
+                pass
 
     def detach(self) -> bool:
         with self._lock:
-            return _native.detach()
+            done = _native.detach()
+            self.collect()   # what happened while attached belongs to the totals
+            return done
 
     @property
     def attached(self) -> bool:
@@ -175,11 +201,13 @@ class Recorder:
                 for i, part in zip(uniq, np.split(vals[:, 1:], starts[1:])):
                     self._values[int(i)] = part
             self._meta.update(folded_files=got.folded_files, trace_dropped=got.trace_dropped,
-                              threads=got.n_threads, seq=got.epoch)
+                              threads=got.n_threads, seq=got.epoch, heat_unbinned=got.heat_unbinned)
+            heat = H.from_fine(got.heat, got.heat_bin_ticks / self._clock.ticks_per_second)
+            self._heat.add(heat)
             if len(idx):
                 self._log.append([got.epoch, idx, got.rows[:, I0:I0 + NE].copy()])
             self._compact()
-            interval = Interval(idx, before, got.rows, got.segments, got.epoch, got.now_ticks)
+            interval = Interval(idx, before, got.rows, got.segments, heat, got.epoch, got.now_ticks)
             for w in list(self._windows):
                 w._feed(interval)
             for fn in list(self._listeners):
@@ -257,8 +285,11 @@ class Recorder:
                 "pid": os.getpid(), "recorder": id(self),
                 "folded_files": self._meta["folded_files"],
                 "trace_dropped": self._meta["trace_dropped"], "threads": self._meta["threads"],
+                "heat_unbinned": self._meta["heat_unbinned"],
+                "mounts": [[m.point, m.fstype] for m in M.current()],
                 "record_cap": self.settings.record_cap if self.settings else None}
-        snap = Snapshot(posix, frames["STDIO"], values, extra_df, empty_dxt(), meta, self._window_extremes)
+        snap = Snapshot(posix, frames["STDIO"], values, extra_df, empty_dxt(), meta, self._window_extremes,
+                        self._heat.rows())
         self._live[seq] += 1
         weakref.finalize(snap, self._release, seq)
         return snap
@@ -300,6 +331,7 @@ class Window:
     def __init__(self, recorder: Recorder):
         self._rec = recorder
         self._segments: List[np.ndarray] = []
+        self._heat: List[pd.DataFrame] = []
         with recorder._lock:
             self.start = recorder.snapshot()
             recorder._windows.add(self)
@@ -308,6 +340,8 @@ class Window:
     def _feed(self, interval: Interval) -> None:
         if len(interval.segments):
             self._segments.append(interval.segments)
+        if len(interval.heat):
+            self._heat.append(interval.heat)
 
     def close(self) -> Snapshot:
         rec = self._rec
@@ -315,6 +349,8 @@ class Window:
             end = rec.snapshot()
             rec._windows.discard(self)
         snap = end - self.start
+        heat = H.compact(pd.concat(self._heat, ignore_index=True)) if self._heat else H.empty()
+        snap = dataclasses.replace(snap, _heat=heat)
         if self._segments:
             s = np.concatenate(self._segments)
             clock = rec._clock
@@ -322,6 +358,6 @@ class Window:
                                 "op": np.where(s[:, 1] == 1, "write", "read"),
                                 "offset": s[:, 2], "length": s[:, 3],
                                 "start": clock.seconds(s[:, 4]), "end": clock.seconds(s[:, 5])})
-            snap = Snapshot(snap._posix, snap._stdio, snap._values, snap._extra, dxt, snap.meta, snap._extremes)
+            snap = dataclasses.replace(snap, _dxt=dxt)
         self.result = snap
         return snap

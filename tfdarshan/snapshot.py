@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan import counters as C
+from tfdarshan import heatmap as H
 
 FORMAT = "tfdarshan.snapshot/1"
 VALUE_COLUMNS = ["record_id", "kind", "value", "count"]
@@ -52,6 +53,7 @@ class Snapshot:
       per POSIX file; ACCESS1..4 and STRIDE1..4 are computed from it.
     extra: counters Darshan has no slot for (reads that returned 0 bytes).
     dxt: per-operation segments, when tracing was on during the window.
+    heat: bytes per time bin and direction (Darshan's heatmap, finer).
     meta: origin, start/end of the span, host, pid, records folded past the
       record cap, trace segments dropped for lack of memory.
     """
@@ -62,6 +64,7 @@ class Snapshot:
     _dxt: pd.DataFrame
     meta: Dict[str, Any]
     _extremes: Optional[ExtremesSource] = dataclasses.field(default=None, repr=False)
+    _heat: pd.DataFrame = dataclasses.field(default_factory=H.empty, repr=False)
 
     # DataFrames are handed out as shallow copies: with copy-on-write a
     # caller's edits never reach the snapshot.
@@ -84,6 +87,10 @@ class Snapshot:
     @property
     def dxt(self) -> pd.DataFrame:
         return self._dxt.copy(deep=False)
+
+    @property
+    def heat(self) -> pd.DataFrame:
+        return self._heat.copy(deep=False)
 
     def frame(self, module: str) -> pd.DataFrame:
         return {"POSIX": self.posix, "STDIO": self.stdio}[module]
@@ -120,7 +127,8 @@ class Snapshot:
                     trace_dropped=self.meta.get("trace_dropped", 0) - earlier.meta.get("trace_dropped", 0))
         keep = set(posix["record_id"]) | set(frames["STDIO"]["record_id"])
         extra = extra[extra["record_id"].isin(keep)].reset_index(drop=True)
-        return Snapshot(posix, frames["STDIO"], values, extra, dxt.reset_index(drop=True), meta, self._extremes)
+        return Snapshot(posix, frames["STDIO"], values, extra, dxt.reset_index(drop=True), meta, self._extremes,
+                        H.subtract(self._heat, earlier._heat))
 
     # -------------------------------------------------------------- dicts
     def to_dict(self) -> Dict[str, Any]:
@@ -132,7 +140,8 @@ class Snapshot:
             return d
         return {"format": FORMAT, "meta": {k: _plain(v) for k, v in self.meta.items()},
                 "posix": table(self._posix), "stdio": table(self._stdio),
-                "values": table(self._values), "extra": table(self._extra), "dxt": table(self._dxt)}
+                "values": table(self._values), "extra": table(self._extra), "dxt": table(self._dxt),
+                "heat": table(self._heat)}
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Snapshot":
@@ -147,7 +156,7 @@ class Snapshot:
             return df.astype(template.dtypes.to_dict()) if len(df) else template
         return cls(table("posix", C.empty_frame("POSIX")), table("stdio", C.empty_frame("STDIO")),
                    table("values", empty_values()), table("extra", empty_extra()),
-                   table("dxt", empty_dxt()), dict(d.get("meta") or {}))
+                   table("dxt", empty_dxt()), dict(d.get("meta") or {}), None, table("heat", H.empty()))
 
 
 def _plain(x):
