@@ -171,6 +171,31 @@ def _heatmap_buffer(snap: Snapshot, t0: float, t1: float) -> Tuple[bytes, List[T
     return b"".join(parts), names
 
 
+REF_WORDS = _ffi.sizeof("struct darshan_name_record_ref") // 8
+NEXT_WORD = _ffi.offsetof("struct darshan_name_record_ref", "hlink") // 8 + 2   # hlink.next
+
+
+def _name_records(names: Dict[int, bytes]):
+    """Darshan's name table as two numpy buffers: the records {uint64 id;
+    char name[];} back to back, and uthash refs chained through hlink.next
+    (all put_namehash walks). The caller keeps both alive while writing."""
+    items = sorted(names.items())
+    chunks, offsets, pos = [], [], 0
+    for rid, name in items:
+        rec = struct.pack("<Q", rid) + name[:PATH_MAX - 1] + b"\0"
+        chunks.append(rec)
+        offsets.append(pos)
+        pos += len(rec)
+    blob = np.frombuffer(b"".join(chunks) or b"\0", dtype=np.uint8).copy()
+    refs = np.zeros((max(1, len(items)), REF_WORDS), dtype=np.uint64)
+    if items:
+        refs[:, 0] = blob.ctypes.data + np.asarray(offsets, dtype=np.uint64)
+        nxt = refs.ctypes.data + np.arange(1, len(items) + 1, dtype=np.uint64) * (REF_WORDS * 8)
+        nxt[-1] = 0
+        refs[:, NEXT_WORD] = nxt
+    return blob, refs
+
+
 def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid: Optional[int] = None,
                       mounts: Optional[Iterable[M.Mount]] = None, metadata: Optional[Dict[str, str]] = None,
                       heatmap: bool = True) -> pathlib.Path:
@@ -227,17 +252,7 @@ def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid:
             modules.append(("HEATMAP", buf))
         names.update({rid: n.encode() for rid, n in heat_names})
 
-    # name records: {uint64 id; char name[]} linked through hlink.next
-    keep = []
-    refs = _ffi.new("struct darshan_name_record_ref[]", max(1, len(names)))
-    for i, (rid, name) in enumerate(sorted(names.items())):
-        name = name[:PATH_MAX - 1]
-        buf = _ffi.new("char[]", 8 + len(name) + 1)
-        _ffi.cast("uint64_t *", buf)[0] = rid
-        _ffi.memmove(buf + 8, name, len(name))
-        keep.append(buf)
-        refs[i].name_record = buf
-        refs[i].hlink.next = _ffi.addressof(refs, i + 1) if i + 1 < len(names) else _ffi.NULL
+    name_blob, refs = _name_records(names)
 
     tmp_dir = path.parent
     fd_tmp, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=tmp_dir)
@@ -252,7 +267,8 @@ def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid:
             ok &= lib.darshan_log_put_job(fd, job) == 0
             ok &= ok and lib.darshan_log_put_exe(fd, exe_buf) == 0
             ok &= ok and lib.darshan_log_put_mounts(fd, mnt, len(mnt_pairs)) == 0
-            ok &= ok and (not names or lib.darshan_log_put_namehash(fd, refs) == 0)
+            ok &= ok and (not names or lib.darshan_log_put_namehash(
+                fd, _ffi.cast("struct darshan_name_record_ref *", refs.ctypes.data)) == 0)
             for module, buf in sorted(modules, key=lambda m: MOD[m[0]]):
                 if not ok:
                     break
@@ -308,6 +324,12 @@ def check_log(path) -> Dict[str, object]:
     """Validate a Darshan log's structure without Darshan's C code.
 
     Returns the header facts; raises DarshanLogError naming the file."""
+    info = _inspect(path)
+    return {k: info[k] for k in ("version", "checked", "partial")}
+
+
+def _inspect(path) -> Dict[str, object]:
+    """check_log's work, keeping the inflated regions of current-format logs."""
     path = pathlib.Path(path)
     if not path.exists():
         raise DarshanLogError(f"{path}: no such file")
@@ -331,7 +353,7 @@ def check_log(path) -> Dict[str, object]:
         magic = struct.unpack_from("<q", data, 8)[0]
         if magic != MAGIC:
             raise DarshanLogError(f"{path}: corrupted Darshan header (bad magic number)")
-        return {"version": version.decode(), "checked": False}
+        return {"version": version.decode(), "checked": False, "partial": False}
     if len(data) < HEADER.size:
         raise DarshanLogError(f"{path}: truncated Darshan header ({len(data)} bytes)")
     h = HEADER.unpack_from(data, 0)
@@ -360,6 +382,8 @@ def check_log(path) -> Dict[str, object]:
             raise DarshanLogError(f"{path}: corrupted name records")
         pos = end + 1
     known = {v: k for k, v in MOD.items()}
+    buffers: Dict[str, bytes] = {}
+    others = False
     for mod_id, (off, length) in enumerate(mod_maps):
         if not length:
             continue
@@ -367,10 +391,14 @@ def check_log(path) -> Dict[str, object]:
         if module and mod_ver[mod_id] > MOD_VER[module] or mod_ver[mod_id] == 0:
             raise DarshanLogError(f"{path}: module {module or mod_id} has unsupported version {mod_ver[mod_id]}")
         if module is None:
-            continue            # not read by tfdarshan
+            others = True       # a module tfdarshan does not read
+            continue
         buf = _inflate(data[off:off + length], comp_type, module, path)
         _check_module(module, buf, mod_ver[mod_id], path)
-    return {"version": version.decode(), "checked": True, "partial": bool(partial)}
+        buffers[module] = buf
+    current = all(mod_ver[MOD[m]] == MOD_VER[m] for m in buffers)
+    return {"version": version.decode(), "checked": True, "partial": bool(partial), "job": job,
+            "names": names, "modules": buffers, "current": current, "others": others}
 
 
 def _check_module(module: str, buf: bytes, ver: int, path) -> None:
@@ -402,8 +430,13 @@ def read_darshan_log(path) -> Snapshot:
     """A Snapshot of a Darshan log: ours, or one a site-wide Darshan wrote.
 
     Times become seconds since the job start, which is the snapshot's origin.
-    Access-size and stride frequencies are known only as Darshan's top four."""
-    info = check_log(path)
+    Access-size and stride frequencies are known only as Darshan's top four.
+    Logs in the current format (3.41 with the module versions Darshan 3.5
+    writes) are decoded from the regions the check already inflated; older
+    ones are read by PyDarshan."""
+    info = _inspect(path)
+    if info.get("current"):
+        return _snapshot_from_regions(path, info)
     import darshan
     try:
         with darshan.DarshanReport(str(path), read_all=False) as report:
@@ -422,10 +455,15 @@ def read_darshan_log(path) -> Snapshot:
         raise DarshanLogError(f"{path}: PyDarshan could not read the log ({type(e).__name__}: {e})") from None
     start = float(job.get("start_time_sec", 0)) + float(job.get("start_time_nsec", 0)) * 1e-9
     end = float(job.get("end_time_sec", 0)) + float(job.get("end_time_nsec", 0)) * 1e-9
-    job_meta = job.get("metadata") or {}
+    return _assemble(path, info, frames, dxt, heat, start, end, job, job.get("metadata") or {}, exe, mounts)
+
+
+def _assemble(path, info, frames, dxt, heat, start, end, job, job_meta, exe, mounts) -> Snapshot:
+    """The Snapshot both read paths end in."""
     values = _values_from_top4(frames["POSIX"])
     extra = empty_extra()
     if len(dxt):
+        # the trace shows the zero-length reads the counters cannot
         z = dxt[(dxt["op"] == "read") & (dxt["length"] == 0)].groupby("record_id").size()
         ids = frames["POSIX"]["record_id"]
         extra = pd.DataFrame({"record_id": ids.to_numpy(dtype=np.uint64), "module": "POSIX",
@@ -508,3 +546,88 @@ def _values_from_top4(posix: pd.DataFrame) -> pd.DataFrame:
         return empty_values()
     out = pd.concat(parts, ignore_index=True)
     return out.astype({"record_id": np.uint64, "kind": np.int8, "value": np.int64, "count": np.int64})
+
+
+# ------------------------------------------------- current-format decoding
+JOB = struct.Struct("<7q1024s")
+
+
+def _snapshot_from_regions(path, info) -> Snapshot:
+    uid, s_sec, s_nsec, e_sec, e_nsec, nprocs, jobid, meta_raw = JOB.unpack_from(info["job"], 0)
+    trailing = info["job"][JOB.size:].split(b"\0")[0].decode(errors="surrogateescape")
+    exe, _, mount_text = trailing.partition("\n")
+    mounts = []
+    for line in mount_text.split("\n"):
+        fstype, _, point = line.partition("\t")
+        if fstype and point:
+            mounts.append([point, fstype])
+    job_meta = {}
+    for line in meta_raw.split(b"\0")[0].decode(errors="replace").splitlines():
+        k, eq, v = line.partition("=")
+        if eq:
+            job_meta[k] = v
+    names: Dict[int, str] = {}
+    raw, pos = info["names"], 0
+    while pos < len(raw):
+        end = raw.find(b"\0", pos + 8)
+        names[struct.unpack_from("<Q", raw, pos)[0]] = os.fsdecode(raw[pos + 8:end])
+        pos = end + 1
+    frames = {}
+    for module in ("POSIX", "STDIO"):
+        buf = info["modules"].get(module, b"")
+        ints, floats = C.names(module)
+        rec = np.frombuffer(buf, dtype=[("id", "<u8"), ("rank", "<i8"), ("c", "<i8", (len(ints),)),
+                                        ("f", "<f8", (len(floats),))])
+        # one row per file, as several ranks may share one
+        _, first = np.unique(rec["id"], return_index=True)
+        rec = rec[np.sort(first)]
+        df = pd.DataFrame(np.asarray(rec["c"]), columns=list(ints))
+        df = pd.concat([pd.DataFrame({"record_id": rec["id"].astype(np.uint64),
+                                      "path": pd.Series([names.get(int(i), "") for i in rec["id"]], dtype=object)}),
+                        df, pd.DataFrame(np.asarray(rec["f"]), columns=list(floats))], axis=1)
+        frames[module] = df[C.columns(module)]
+    dxt = _decode_dxt(info["modules"].get("DXT_POSIX", b""))
+    heat = _decode_heat(info["modules"].get("HEATMAP", b""), names)
+    start = s_sec + s_nsec * 1e-9
+    end = e_sec + e_nsec * 1e-9
+    return _assemble(path, info, frames, dxt, heat, start, end,
+                     {"uid": uid, "nprocs": nprocs, "jobid": jobid}, job_meta, exe, mounts)
+
+
+def _decode_dxt(buf: bytes) -> pd.DataFrame:
+    parts, pos = [], 0
+    while pos < len(buf):
+        rid, _, _, _, w, r = DXT_HEADER.unpack_from(buf, pos)
+        pos += DXT_HEADER.size
+        seg = np.frombuffer(buf, dtype=SEGMENT, count=w + r, offset=pos)
+        pos += (w + r) * SEGMENT.itemsize
+        if w + r:
+            parts.append(pd.DataFrame({"record_id": np.uint64(rid), "op": ["write"] * w + ["read"] * r,
+                                       "offset": seg["offset"], "length": seg["length"],
+                                       "start": seg["start"], "end": seg["end"]}))
+    if not parts:
+        return empty_dxt()
+    out = pd.concat(parts, ignore_index=True)
+    out["record_id"] = out["record_id"].astype(np.uint64)
+    return out.sort_values("start", kind="stable").reset_index(drop=True)
+
+
+def _decode_heat(buf: bytes, names: Dict[int, str]) -> pd.DataFrame:
+    rows, pos = [], 0
+    kinds = {("POSIX", "read"): 0, ("POSIX", "write"): 1, ("STDIO", "read"): 2, ("STDIO", "write"): 3}
+    while pos < len(buf):
+        rid, _, width, nbins, _, _ = HEATMAP_HEADER.unpack_from(buf, pos)
+        pos += HEATMAP_HEADER.size
+        bins = np.frombuffer(buf, dtype="<i8", count=2 * nbins, offset=pos)
+        pos += 16 * nbins
+        module = names.get(rid, "").partition(":")[2]
+        for direction, arr in (("write", bins[:nbins]), ("read", bins[nbins:])):
+            kind = kinds.get((module, direction))
+            if kind is None:
+                continue
+            for i in np.nonzero(arr)[0]:
+                rows.append((i * width, width, kind, int(arr[i])))
+    if not rows:
+        return H.empty()
+    return pd.DataFrame(rows, columns=H.COLUMNS).astype(
+        {"start": np.float64, "width": np.float64, "kind": np.int8, "bytes": np.int64})

@@ -11,8 +11,8 @@ from typing import List, Optional
 
 from tfdarshan.errors import TfdarshanError
 
-# module names under tfdarshan.cli; each has add_parser(subparsers) and run(args)
-SUBCOMMANDS = ["demo"]
+# module names under tfdarshan.cli; each has add_parser(subparsers), which sets handler=run
+SUBCOMMANDS = ["demo", "import_logs"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +31,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.run(args) or 0)
+        return int(args.handler(args) or 0)
     except TfdarshanError as e:
         print(f"tfdarshan {args.command}: error: {e}", file=sys.stderr)
         return 2

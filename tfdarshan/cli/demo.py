@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
     p.add_argument("--files", type=int, default=256, help="images in the data set (default: 256)")
     p.add_argument("--steps", type=int, default=12, help="training steps (default: 12)")
     p.add_argument("--batch", type=int, default=16, help="batch size (default: 16)")
-    p.set_defaults(run=run)
+    p.set_defaults(handler=run)
 
 
 def make_dataset(root: pathlib.Path, n: int, seed: int = 0) -> list:
