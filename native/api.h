@@ -64,6 +64,9 @@ int tfd_patched_slots(void);
 int tfd_patched_objects(void);
 int tfd_object_is_patched(const char *path_fragment);
 
+/* turn the per-operation trace on (with a fresh memory budget) or off */
+void tfd_set_trace(int on, int64_t cap_bytes);
+
 /* the calling thread's own I/O is not recorded while suppressed */
 int tfd_suppress(int on);
 

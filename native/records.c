@@ -1718,3 +1718,13 @@ int tfd_record_info(int64_t index, uint64_t *id, int *module, const char **path)
     *path = r->path;
     return 0;
 }
+
+void tfd_set_trace(int on, int64_t cap_bytes)
+{
+    if (on) {
+        /* chunks still held count against the new budget when they are freed */
+        trace_cap = cap_bytes;
+        __atomic_store_n(&trace_budget, cap_bytes, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&trace_on, on ? 1 : 0, __ATOMIC_RELAXED);
+}

@@ -10,8 +10,17 @@
         ...
     p.snapshot.posix
 """
-from tfdarshan.api import attach, detach, is_attached, profile, snapshot, suppressed
+import os as _os
+
+from tfdarshan.api import (attach, detach, disable, enable, is_attached, profile, snapshot, stats, step,
+                           suppressed)
+from tfdarshan.darshan_log import read_darshan_log, write_darshan_log
 from tfdarshan.snapshot import Snapshot
 
-__all__ = ["attach", "detach", "is_attached", "profile", "snapshot", "suppressed", "Snapshot"]
+__all__ = ["attach", "detach", "enable", "disable", "is_attached", "profile", "snapshot", "stats", "step",
+           "suppressed", "Snapshot", "read_darshan_log", "write_darshan_log"]
 __version__ = "0.1.0"
+
+# profiler sessions record I/O once tfdarshan is imported
+if not _os.environ.get("TFDARSHAN_NO_HOOKS"):
+    enable()

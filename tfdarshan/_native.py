@@ -90,6 +90,10 @@ def attach(*, record_cap: int, include: Sequence[str], exclude: Sequence[str],
     return rc == 0
 
 
+def set_trace(on: bool, cap_bytes: int) -> None:
+    lib.tfd_set_trace(1 if on else 0, cap_bytes)
+
+
 def detach() -> bool:
     return lib.tfd_detach() == 0
 

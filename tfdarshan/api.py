@@ -75,3 +75,55 @@ def profile(include=None, exclude=None, *, trace: Optional[bool] = None) -> Iter
 
 
 suppressed = _native.suppressed
+
+
+def enable() -> None:
+    """Record I/O in every tf.profiler session and Keras profile window
+    (done by `import tfdarshan` unless TFDARSHAN_NO_HOOKS is set)."""
+    from tfdarshan import tf_hooks
+    tf_hooks.enable()
+
+
+def disable() -> None:
+    """Undo enable(): TensorFlow's and Keras' functions are restored."""
+    from tfdarshan import tf_hooks
+    tf_hooks.disable()
+
+
+@contextlib.contextmanager
+def step(number: int) -> Iterator[None]:
+    """Mark a training step in custom loops: `with tfdarshan.step(i): ...`."""
+    from tfdarshan import steps
+    steps.mark_begin(int(number))
+    try:
+        yield
+    finally:
+        steps.mark_end(int(number))
+
+
+def stats() -> dict:
+    """Cumulative I/O since attach and the last completed step's, cheaply
+    (for a progress bar or a log line); does not close an interval."""
+    from tfdarshan import steps
+    totals = _native.live_totals()
+    clock = RECORDER._clock
+    out = {"attached": _native.is_attached(), **{k: v for k, v in totals.items() if k != "io_ticks"}}
+    out["io_time"] = totals.get("io_ticks", 0) / clock.ticks_per_second if clock else 0.0
+    last = None
+    for series in list(steps._series):
+        if series.last_step is not None:
+            last = series.last_step
+    if last is not None:
+        rows = [r for r in last["rows"] if len(r)]
+        import numpy as np
+        fields = list(steps.FIELDS)
+        total = np.concatenate(rows)[:, 2:].sum(axis=0) if rows else np.zeros(len(fields), dtype=np.int64)
+        step = {f: int(v) for f, v in zip(fields, total)}
+        for f in steps.TIME_FIELDS:
+            step[f] = step[f] / clock.ticks_per_second
+        step["step"] = last["step"]
+        step["duration"] = (last["end"] - last["start"]) / clock.ticks_per_second
+        out["last_step"] = step
+    else:
+        out["last_step"] = None
+    return out

@@ -1,0 +1,175 @@
+"""A profiling session: one window of I/O, its step series, and the files it
+leaves in a TensorBoard run directory:
+
+    <logdir>/plugins/profile/<run>/<host>.darshan        the window's Darshan log
+    <logdir>/plugins/profile/<run>/<host>.steps.parquet  per-step totals
+    <logdir>/plugins/profile/<run>/<host>.step_files.parquet  per step and file
+    <logdir>/plugins/profile/<run>/<host>.xplane.pb      I/O lines merged in (when XProf wrote one)
+
+With several processes in one run directory (workers, children) each uses
+<host>_<pid>."""
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import pathlib
+import socket
+import time
+from typing import Dict, Optional
+
+import numpy as np
+import pandas as pd
+
+from tfdarshan import _native, mounts as M
+from tfdarshan.snapshot import Snapshot
+from tfdarshan.steps import StepSeries
+
+log = logging.getLogger("tfdarshan")
+PROFILE_DIR = ("plugins", "profile")
+TRACE_MEMORY = 64 << 20
+
+
+def run_directory_name(when: Optional[float] = None) -> str:
+    """The name XProf gives a session directory (its start time)."""
+    return datetime.datetime.fromtimestamp(when or time.time()).strftime("%Y_%m_%d_%H_%M_%S")
+
+
+def multi_worker() -> bool:
+    try:
+        cfg = json.loads(os.environ.get("TF_CONFIG", "") or "{}")
+        return sum(len(v) for v in (cfg.get("cluster") or {}).values()) > 1
+    except (ValueError, AttributeError, TypeError):
+        return False
+
+
+def output_stem(run_dir: pathlib.Path) -> str:
+    """<host>, or <host>_<pid> when other processes share the run directory."""
+    host = socket.gethostname()
+    if multi_worker() or os.environ.get("TFDARSHAN_CHILD") or (run_dir / f"{host}.darshan").exists():
+        return f"{host}_{os.getpid()}"
+    return host
+
+
+class ProfileSession:
+    """Open with start(); stop() closes the window and returns its Snapshot."""
+
+    def __init__(self, recorder, logdir: Optional[str], *, trace: Optional[bool] = None, label: str = "profile"):
+        self._rec = recorder
+        self.logdir = pathlib.Path(logdir) if logdir else None
+        self.trace = (os.environ.get("TFDARSHAN_TRACE", "1") not in ("0", "")) if trace is None else trace
+        self.label = label
+        self.window = None
+        self.series: Optional[StepSeries] = None
+        self.started_wall = None
+        self.attached_here = False
+        self.snapshot: Optional[Snapshot] = None
+
+    def start(self) -> "ProfileSession":
+        from tfdarshan import api
+        self.started_wall = time.time()
+        try:
+            if not _native.is_attached():
+                self.attached_here = api.attach()
+            if self.trace:
+                _native.set_trace(True, TRACE_MEMORY)
+            self.window = self._rec.open_window()
+            self.series = StepSeries(self._rec)
+        except BaseException:
+            self.cancel()           # nothing half-started is left behind
+            raise
+        return self
+
+    def stop(self) -> Snapshot:
+        try:
+            snap = self.window.close()
+        finally:
+            self.series.finish()
+            if self.trace and not self._rec._windows:
+                _native.set_trace(bool(self._rec.settings and self._rec.settings.trace), TRACE_MEMORY)
+            if self.attached_here:
+                from tfdarshan import api
+                api.detach()
+        steps, files = self.series.frames(self._window_start_ticks(snap))
+        self.snapshot = snap
+        self.steps, self.step_files = steps, files
+        return snap
+
+    def cancel(self) -> None:
+        """Close without writing (the profiler failed or discarded its data)."""
+        try:
+            if self.window is not None:
+                self.window.close()
+        finally:
+            if self.series is not None:
+                self.series.cancel()
+            if self.attached_here:
+                from tfdarshan import api
+                api.detach()
+
+    def _window_start_ticks(self, snap: Snapshot) -> int:
+        clock = self._rec._clock
+        return int(clock.origin_ticks + snap.start * clock.ticks_per_second)
+
+    # -------------------------------------------------------------- output
+    def write(self, run_dir: pathlib.Path, *, metadata: Optional[Dict[str, str]] = None) -> Dict[str, pathlib.Path]:
+        """Write the window's files into run_dir (created if needed)."""
+        from tfdarshan.darshan_log import write_darshan_log
+        from tfdarshan import xplane
+        run_dir.mkdir(parents=True, exist_ok=True)
+        stem = output_stem(run_dir)
+        out: Dict[str, pathlib.Path] = {}
+        snap = self.snapshot
+        meta = {"steps": _step_range(self.steps), "source": self.label}
+        tf_version = _tensorflow_version()
+        if tf_version:
+            meta["tensorflow"] = tf_version
+        meta.update(metadata or {})
+        with _native.suppressed():
+            out["darshan"] = write_darshan_log(snap, run_dir / f"{stem}.darshan", metadata=meta)
+            mts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []] or M.current()
+            files = self.step_files.copy()
+            paths = dict(zip(snap.posix["record_id"], snap.posix["path"]))
+            paths.update(dict(zip(snap.stdio["record_id"], snap.stdio["path"])))
+            files["path"] = pd.Series([paths.get(r, "") for r in files["record_id"]], dtype=object)
+            files["mount"] = [(M.mount_of(p, mts).point if M.mount_of(p, mts) else "") for p in files["path"]]
+            out["steps"] = _write_parquet(self.steps, run_dir / f"{stem}.steps.parquet")
+            out["step_files"] = _write_parquet(files, run_dir / f"{stem}.step_files.parquet")
+            xp = run_dir / f"{socket.gethostname()}.xplane.pb"
+            if xp.exists() and len(snap.dxt):
+                try:
+                    xplane.merge_io(xp, snap)
+                    out["xplane"] = xp
+                except Exception as e:   # the profile itself must survive our failure
+                    log.warning("tfdarshan: could not add I/O to %s: %s", xp, e)
+        return out
+
+
+def _write_parquet(df: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
+    tmp = path.with_name(f".{path.name}.tmp")
+    # paths may hold surrogate escapes (non-UTF-8 names): store them as bytes
+    df = df.copy()
+    if "path" in df:
+        df["path"] = [os.fsencode(p) for p in df["path"]]
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def read_parquet(path) -> pd.DataFrame:
+    df = pd.read_parquet(path)
+    if "path" in df:
+        df["path"] = pd.Series([os.fsdecode(p) for p in df["path"]], dtype=object)
+    return df
+
+
+def _step_range(steps: pd.DataFrame) -> str:
+    real = steps[steps["step"] >= 0]["step"] if len(steps) else []
+    return f"{int(min(real))}:{int(max(real))}" if len(real) else "window"
+
+
+def _tensorflow_version() -> Optional[str]:
+    import sys
+    tf = sys.modules.get("tensorflow")
+    return getattr(tf, "__version__", None) if tf else None

@@ -1,0 +1,170 @@
+"""Step-aligned I/O: what each training step read and wrote, per file.
+
+A StepSeries listens to the recorder's collects while a profiling window is
+open. Step markers (Keras batches, `Trace(step_num=...)`, `tfdarshan.step`)
+close an interval; its per-file deltas go to the step that was running, or,
+for I/O between steps (prefetching), to the step that starts next. The
+steps of a window therefore add up to the window exactly. Work per step is
+proportional to the files touched in that step."""
+from __future__ import annotations
+
+import threading
+from typing import Dict, List, Optional
+
+import numpy as np
+import pandas as pd
+
+from tfdarshan import _native
+
+R = _native.ROW_INDEX
+FIELDS = {  # series column: shim field
+    "bytes_read": "BYTES_READ", "bytes_written": "BYTES_WRITTEN", "reads": "READS", "writes": "WRITES",
+    "opens": "OPENS", "stats": "STATS", "seeks": "SEEKS", "zero_reads": "ZERO_READS",
+    "read_time": "T_READ", "write_time": "T_WRITE", "meta_time": "T_META",
+}
+TIME_FIELDS = ("read_time", "write_time", "meta_time")
+WINDOW_STEP = -1   # the step label of I/O in a window without step markers
+
+STEP_COLUMNS = ["step", "start", "end", "files", *FIELDS]
+FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
+
+_lock = threading.Lock()
+_series: "List[StepSeries]" = []
+
+
+def mark_begin(step: int) -> None:
+    """A step starts in every open series."""
+    for s in list(_series):
+        s.begin(step)
+
+
+def mark_end(step: int) -> None:
+    for s in list(_series):
+        s.end(step)
+
+
+def active() -> bool:
+    return bool(_series)
+
+
+class StepSeries:
+    def __init__(self, recorder, source: str = "any"):
+        self._rec = recorder
+        self._clock = recorder._clock or _native.clock()
+        self._pending: List[np.ndarray] = []     # per-file deltas not yet given a step
+        self._pending_start: Optional[int] = None
+        self._open: Optional[int] = None
+        self._closed_at: Optional[int] = None
+        self._origin_ticks: Optional[int] = None
+        self._steps: List[dict] = []
+        self._files: List[np.ndarray] = []
+        self.source = source
+        self.last_step: Optional[dict] = None
+        recorder.add_listener(self._on_interval)
+        with _lock:
+            _series.append(self)
+
+    # -------------------------------------------------------- recorder side
+    def _on_interval(self, interval) -> None:
+        if self._origin_ticks is None:
+            self._origin_ticks = interval.now_ticks
+        if len(interval.index) == 0:
+            return
+        cols = [R[f] for f in FIELDS.values()]
+        delta = interval.after[:, cols] - interval.before[:, cols]
+        keep = delta.any(axis=1)
+        if keep.any():
+            idx = interval.index[keep]
+            self._pending.append(np.column_stack([idx, interval.after[keep, R["MODULE"]], delta[keep]]))
+
+    def _flush(self, step: int) -> None:
+        """Give what accumulated since the last boundary to `step`."""
+        now = _native.now_ticks()
+        start = self._pending_start if self._pending_start is not None else self._origin_ticks or now
+        rows = np.concatenate(self._pending) if self._pending else np.zeros((0, 2 + len(FIELDS)), dtype=np.int64)
+        self._pending = []
+        self._pending_start = now
+        if len(rows):
+            # one row per file per step
+            order = np.argsort(rows[:, 0], kind="stable")
+            rows = rows[order]
+            uniq, first = np.unique(rows[:, 0], return_index=True)
+            summed = np.add.reduceat(rows[:, 2:], first, axis=0)
+            rows = np.column_stack([uniq, rows[first, 1], summed])
+        if self._steps and self._steps[-1]["step"] == step:
+            entry = self._steps[-1]          # the same step continues (end after begin)
+            entry["end"] = now
+            entry["rows"].append(rows)
+        else:
+            entry = {"step": step, "start": start, "end": now, "rows": [rows]}
+            self._steps.append(entry)
+        self.last_step = entry
+
+    # --------------------------------------------------------- step markers
+    def begin(self, step: int) -> None:
+        with self._rec._lock:
+            self._rec.collect()
+            if self._open is not None:
+                self._flush(self._open)      # a step that never ended
+            self._flush(step)                # I/O since the last step belongs to this one
+            self._open = step
+
+    def end(self, step: int) -> None:
+        with self._rec._lock:
+            self._rec.collect()
+            self._flush(step if self._open is None else self._open)
+            self._open = None
+
+    def finish(self) -> None:
+        """Called after the window's last collect: leftovers go to the open
+        or last step (or to the window as a whole when there were none)."""
+        self._rec.remove_listener(self._on_interval)
+        with _lock:
+            if self in _series:
+                _series.remove(self)
+        if self._pending or not self._steps:
+            label = self._open if self._open is not None else (
+                self._steps[-1]["step"] if self._steps else WINDOW_STEP)
+            self._flush(label)
+
+    def cancel(self) -> None:
+        self._rec.remove_listener(self._on_interval)
+        with _lock:
+            if self in _series:
+                _series.remove(self)
+
+    # ------------------------------------------------------------- results
+    def frames(self, window_start_ticks: int):
+        """(per-step totals, per-file per-step rows); times in seconds from
+        the window start; record ids are Darshan's."""
+        ids = self._rec._ids
+        file_parts, step_rows = [], []
+        for e in self._steps:
+            rows = np.concatenate(e["rows"]) if e["rows"] else np.zeros((0, 2 + len(FIELDS)), dtype=np.int64)
+            if len(rows) > 1:
+                order = np.argsort(rows[:, 0], kind="stable")
+                rows = rows[order]
+                uniq, first = np.unique(rows[:, 0], return_index=True)
+                rows = np.column_stack([uniq, rows[first, 1], np.add.reduceat(rows[:, 2:], first, axis=0)])
+            df = pd.DataFrame(rows[:, 2:], columns=list(FIELDS))
+            df.insert(0, "module", np.where(rows[:, 1] == _native.MODULE_STDIO, "STDIO", "POSIX"))
+            df.insert(0, "record_id", ids[rows[:, 0].astype(np.int64)] if len(rows) else np.zeros(0, np.uint64))
+            df.insert(0, "step", e["step"])
+            file_parts.append(df)
+            totals = {k: int(df[k].sum()) for k in FIELDS}
+            step_rows.append({"step": e["step"], "start": (e["start"] - window_start_ticks),
+                              "end": (e["end"] - window_start_ticks), "files": len(df), **totals})
+        files = pd.concat(file_parts, ignore_index=True) if file_parts else pd.DataFrame(columns=FILE_COLUMNS)
+        steps = pd.DataFrame(step_rows, columns=STEP_COLUMNS)
+        hz = self._clock.ticks_per_second
+        for df in (files, steps):
+            for c in TIME_FIELDS:
+                df[c] = df[c].astype(np.float64) / hz
+        steps["start"] = steps["start"].astype(np.float64) / hz
+        steps["end"] = steps["end"].astype(np.float64) / hz
+        files["record_id"] = files["record_id"].astype(np.uint64)
+        for c in FIELDS:
+            if c not in TIME_FIELDS:
+                files[c] = files[c].astype(np.int64)
+                steps[c] = steps[c].astype(np.int64)
+        return steps, files
