@@ -6,7 +6,7 @@ import warnings
 from typing import Iterator, Optional, Sequence
 
 from tfdarshan import _native
-from tfdarshan.recorder import Recorder, Window
+from tfdarshan.recorder import Recorder
 from tfdarshan.snapshot import Snapshot
 
 RECORDER = Recorder()
@@ -48,30 +48,48 @@ def snapshot() -> Snapshot:
 
 
 class Profile:
-    """What `profile()` yields: `.snapshot` is set when the block ends."""
+    """What `profile()` yields. When the block ends: `.snapshot` (the
+    window's counters), `.steps` and `.step_files` (the step series), and
+    `.files` (what was written, when a logdir was given)."""
 
-    def __init__(self, window: Window):
-        self._window = window
+    def __init__(self, session):
+        self._session = session
         self.snapshot: Optional[Snapshot] = None
+        self.steps = None
+        self.step_files = None
+        self.files = {}
 
     @property
     def start(self) -> Snapshot:
-        return self._window.start
+        return self._session.window.start
 
 
 @contextlib.contextmanager
-def profile(include=None, exclude=None, *, trace: Optional[bool] = None) -> Iterator[Profile]:
+def profile(include=None, exclude=None, *, trace: Optional[bool] = None,
+            logdir: Optional[str] = None) -> Iterator[Profile]:
     """Record the I/O of a block: `with tfdarshan.profile() as p: ...`.
 
-    Attaches if needed (and detaches afterwards if it did)."""
-    attached_here = attach(include, exclude, trace=trace) if not is_attached() else False
-    p = Profile(RECORDER.open_window())
+    Attaches if needed (and detaches afterwards if it did). Steps marked in
+    the block (tfdarshan.step, Trace(step_num=...), Keras batches) give the
+    step series. With `logdir`, the window's Darshan log and series are
+    written to logdir/plugins/profile/<time>/."""
+    from tfdarshan.session import ProfileSession, run_directory_name
+    import pathlib
+    attached_here = attach(include, exclude) if not is_attached() else False
+    session = ProfileSession(RECORDER, logdir, trace=trace, label="profile").start()
+    p = Profile(session)
     try:
         yield p
     finally:
-        p.snapshot = p._window.close()
-        if attached_here:
-            detach()
+        try:
+            p.snapshot = session.stop()
+            p.steps, p.step_files = session.steps, session.step_files
+            if logdir:
+                p.files = session.write(pathlib.Path(logdir, "plugins", "profile",
+                                                     run_directory_name(session.started_wall)))
+        finally:
+            if attached_here:
+                detach()
 
 
 suppressed = _native.suppressed

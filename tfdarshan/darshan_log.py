@@ -366,12 +366,18 @@ def _inspect(path) -> Dict[str, object]:
     mod_maps = [(h[6 + 2 * i], h[7 + 2 * i]) for i in range(64)]
     mod_ver = list(h[6 + 128:6 + 128 + 64])
     size = len(data)
-    regions = [("job", (HEADER.size, name_map[0] - HEADER.size)), ("name", name_map)] + \
+    # darshan_log_get_header: the job region ends where the names begin, or
+    # (no names) where the first module begins, or at the end of the file
+    if name_map[0]:
+        job_end = name_map[0]
+    else:
+        job_end = next((off for off, _ in mod_maps if off), size)
+    regions = [("job", (HEADER.size, job_end - HEADER.size)), ("name", name_map)] + \
         [(f"module {i}", m) for i, m in enumerate(mod_maps) if m[1]]
     for what, (off, length) in regions:
-        if off < HEADER.size or length < 0 or off + length > size:
+        if (off < HEADER.size and length) or length < 0 or off + length > size:
             raise DarshanLogError(f"{path}: truncated or corrupted ({what} region out of bounds)")
-    job = _inflate(data[HEADER.size:name_map[0]], comp_type, "job", path)
+    job = _inflate(data[HEADER.size:job_end], comp_type, "job", path)
     if not (JOB_SIZE < len(job) <= 4096 + 65536):
         raise DarshanLogError(f"{path}: corrupted job record")
     names = _inflate(data[name_map[0]:name_map[0] + name_map[1]], comp_type, "name", path) if name_map[1] else b""

@@ -30,10 +30,14 @@ FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
 
 _lock = threading.Lock()
 _series: "List[StepSeries]" = []
+# callables (event, step) told about every marker, e.g. to open a window at step A
+observers: List = []
 
 
 def mark_begin(step: int) -> None:
     """A step starts in every open series."""
+    for fn in list(observers):
+        fn("begin", step)
     for s in list(_series):
         s.begin(step)
 
@@ -41,10 +45,13 @@ def mark_begin(step: int) -> None:
 def mark_end(step: int) -> None:
     for s in list(_series):
         s.end(step)
+    for fn in list(observers):
+        fn("end", step)
 
 
 def active() -> bool:
-    return bool(_series)
+    """Is anyone listening for step markers?"""
+    return bool(_series) or bool(observers)
 
 
 class StepSeries:

@@ -114,7 +114,7 @@ def _add_io_callback(cblist, model, kwargs) -> None:
         return
     profiling = any(type(c).__name__ == "TensorBoard" and (getattr(c, "_start_batch", 0) or
                                                           getattr(c, "_stop_batch", 0)) for c in cbs)
-    if not profiling:
+    if not profiling and not steps.observers:
         return
     cb = IOProfileCallback()
     cbs.append(cb)
@@ -260,6 +260,14 @@ def disable() -> None:
         for owner, attr, original in reversed(_patched):
             setattr(owner, attr, original)
         _patched.clear()
+        # API modules imported after we patched bound our wrappers themselves
+        for name in API_MODULES:
+            api = sys.modules.get(name)
+            for attr in ("start", "stop"):
+                current = getattr(api, attr, None) if api is not None else None
+                original = getattr(current, "__tfdarshan_original__", None)
+                if original is not None:
+                    setattr(api, attr, original)
         if _current is not None:
             _current.cancel()
             _current = None

@@ -1,0 +1,288 @@
+"""Every tf.profiler session and Keras profile window records step-aligned
+I/O, shown in XProf's trace viewer."""
+import glob
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import tfdarshan
+from tfdarshan import tf_hooks
+from tfdarshan.session import read_parquet
+
+HOST = socket.gethostname()
+
+
+def write_tfrecords(tf, d: pathlib.Path, files=6, records=120, seed=0):
+    rng = np.random.default_rng(seed)
+    d.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i in range(files):
+        p = d / f"train-{i:03d}.tfrecord"
+        with tf.io.TFRecordWriter(str(p)) as w:
+            for _ in range(records):
+                ex = tf.train.Example(features=tf.train.Features(feature={
+                    "x": tf.train.Feature(float_list=tf.train.FloatList(value=rng.random(64).astype("float32"))),
+                    "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(rng.integers(0, 2))]))}))
+                w.write(ex.SerializeToString())
+        out.append(str(p))
+    return out
+
+
+def dataset(tf, files, batch=16):
+    def parse(r):
+        f = tf.io.parse_single_example(r, {"x": tf.io.FixedLenFeature([64], tf.float32),
+                                            "y": tf.io.FixedLenFeature([], tf.int64)})
+        return f["x"], f["y"]
+    # one file at a time, small reads: every step reads from disk
+    return tf.data.TFRecordDataset(files, buffer_size=4096).map(parse).batch(batch)
+
+
+def model(tf):
+    m = tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(16, activation="relu"),
+                             tf.keras.layers.Dense(2)])
+    m.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return m
+
+
+def session_dir(logdir) -> pathlib.Path:
+    dirs = glob.glob(os.path.join(logdir, "**", "plugins", "profile", "*"), recursive=True)
+    assert len(dirs) == 1, dirs
+    return pathlib.Path(dirs[0])
+
+
+def trace_viewer_events(xplane: pathlib.Path):
+    from xprof.convert import raw_to_tool_data
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(xplane)], "trace_viewer", {})
+    data = data.decode() if isinstance(data, bytes) else data
+    j = json.loads(data)
+    return j["traceEvents"] if isinstance(j, dict) else j
+
+
+def log_bytes(snap):
+    return int(snap.posix["POSIX_BYTES_READ"].sum() + snap.posix["POSIX_BYTES_WRITTEN"].sum()
+               + snap.stdio["STDIO_BYTES_READ"].sum() + snap.stdio["STDIO_BYTES_WRITTEN"].sum())
+
+
+def test_keras_tensorboard_profile_batch(tf, tmp_path):
+    files = write_tfrecords(tf, tmp_path / "data")
+    logdir = tmp_path / "logs"
+    m = model(tf)
+    m.fit(dataset(tf, files), epochs=1, verbose=0,
+          callbacks=[tf.keras.callbacks.TensorBoard(str(logdir), profile_batch=(3, 5))])
+    run = session_dir(logdir)
+    assert (run / f"{HOST}.xplane.pb").exists()
+    snap = tfdarshan.read_darshan_log(run / f"{HOST}.darshan")
+    steps = read_parquet(run / f"{HOST}.steps.parquet")
+    per_file = read_parquet(run / f"{HOST}.step_files.parquet")
+    assert list(steps["step"]) == [3, 4, 5]
+    assert int(steps["bytes_read"].sum() + steps["bytes_written"].sum()) == log_bytes(snap)
+    assert int(per_file["bytes_read"].sum()) == int(steps["bytes_read"].sum())
+    data_read = snap.posix[snap.posix["path"].isin(files)]
+    assert data_read["POSIX_BYTES_READ"].sum() > 0, "the window should include reads of the data files"
+    assert snap.meta["job_metadata"]["steps"] == "3:5"
+    # the trace viewer shows our reads of those files
+    evs = trace_viewer_events(run / f"{HOST}.xplane.pb")
+    ours = [e for e in evs if e.get("name") == "POSIX read"]
+    assert ours and any(e["args"]["file"] in files for e in ours)
+    assert {"file", "offset", "bytes", "duration_us"} <= set(ours[0]["args"])
+    lines = [e for e in evs if e.get("ph") == "M" and str(e.get("args", {}).get("name", "")).startswith("I/O: ")]
+    assert lines, "one trace-viewer line per busy file"
+
+
+def test_custom_loop_with_trace_markers(tf, tmp_path):
+    files = write_tfrecords(tf, tmp_path / "data", files=3)
+    logdir = tmp_path / "logs"
+    m = model(tf)
+    opt = tf.keras.optimizers.SGD()
+    it = iter(dataset(tf, files).repeat())
+    tf.profiler.experimental.start(str(logdir))
+    for i in range(4):
+        with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+            x, y = next(it)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, m(x), from_logits=True))
+            opt.apply_gradients(zip(tape.gradient(loss, m.trainable_variables), m.trainable_variables))
+    tf.profiler.experimental.stop()
+    run = session_dir(logdir)
+    steps = read_parquet(run / f"{HOST}.steps.parquet")
+    assert list(steps["step"]) == [0, 1, 2, 3]
+    snap = tfdarshan.read_darshan_log(run / f"{HOST}.darshan")
+    assert int(steps["bytes_read"].sum() + steps["bytes_written"].sum()) == log_bytes(snap)
+    assert (steps["start"].diff().dropna() >= 0).all()
+
+
+def test_profile_context_and_tfdarshan_step(tf, tmp_path):
+    files = write_tfrecords(tf, tmp_path / "data", files=2)
+    logdir = tmp_path / "logs"
+    with tf.profiler.experimental.Profile(str(logdir)):
+        for i, batch in enumerate(dataset(tf, files).take(3)):
+            with tfdarshan.step(10 + i):
+                tf.reduce_sum(batch[0])
+    run = session_dir(logdir)
+    steps = read_parquet(run / f"{HOST}.steps.parquet")
+    assert list(steps["step"]) == [10, 11, 12]
+
+
+def test_profiler_that_fails_to_start_leaves_nothing_started(tf, tmp_path):
+    tf.profiler.experimental.start(str(tmp_path / "a"))
+    try:
+        with pytest.raises(tf.errors.AlreadyExistsError):
+            tf.profiler.experimental.start(str(tmp_path / "b"))
+        assert tf_hooks._current is not None and str(tf_hooks._current.logdir).endswith("a")
+    finally:
+        tf.profiler.experimental.stop()
+    assert tf_hooks._current is None
+    assert not (tmp_path / "b").exists()
+
+
+def test_disable_restores_tensorflow_exactly(tf):
+    from tensorflow.python.profiler import profiler_v2, trace
+    assert tfdarshan.tf_hooks.enabled()
+    wrapped = tf.profiler.experimental.start
+    tfdarshan.disable()
+    try:
+        assert tf.profiler.experimental.start is profiler_v2.start
+        assert not hasattr(profiler_v2.start, "__tfdarshan_original__")
+        assert not hasattr(trace.Trace.__enter__, "__tfdarshan_original__")
+        assert profiler_v2.start is wrapped.__tfdarshan_original__
+    finally:
+        tfdarshan.enable()
+    assert hasattr(tf.profiler.experimental.start, "__tfdarshan_original__")
+
+
+def test_stats_pull(tmp_path, attached):
+    p = tmp_path / "s.bin"
+    p.write_bytes(os.urandom(20_000))
+    before = tfdarshan.stats()
+    with tfdarshan.profile():
+        with tfdarshan.step(1):
+            p.read_bytes()
+        after = tfdarshan.stats()
+    assert after["bytes_read"] - before["bytes_read"] >= 20_000
+    assert after["last_step"]["step"] == 1
+    assert after["last_step"]["bytes_read"] == 20_000 + 0   # one whole-file read and a zero-length one
+
+
+SCRIPT = """
+import os, sys
+import numpy as np
+import tensorflow as tf
+files = sys.argv[1:]
+def parse(r):
+    f = tf.io.parse_single_example(r, {"x": tf.io.FixedLenFeature([64], tf.float32),
+                                        "y": tf.io.FixedLenFeature([], tf.int64)})
+    return f["x"], f["y"]
+m = tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(2)])
+m.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+m.fit(tf.data.TFRecordDataset(files, buffer_size=4096).map(parse).batch(16), epochs=1, verbose=0)
+if os.environ.get("FAIL_AT_END"):
+    raise RuntimeError("the training script failed")
+"""
+
+
+def run_cli(*args, env=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "tfdarshan", "run", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("steps", [None, "2:4"])
+def test_tfdarshan_run_whole_script(tf, tmp_path, steps):
+    files = write_tfrecords(tf, tmp_path / "data", files=4)
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    logdir = tmp_path / "logs"
+    extra = ["--steps", steps] if steps else []
+    r = run_cli("--logdir", str(logdir), *extra, str(script), *files)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = session_dir(logdir)
+    snap = tfdarshan.read_darshan_log(run / f"{HOST}.darshan")
+    st = read_parquet(run / f"{HOST}.steps.parquet")
+    if steps:
+        assert list(st["step"]) == [2, 3, 4]
+    else:
+        # the whole run: every data file read completely
+        for f in files:
+            r_ = snap.posix[snap.posix["path"] == f].iloc[0]
+            assert r_["POSIX_BYTES_READ"] == os.path.getsize(f)
+    assert int(st["bytes_read"].sum() + st["bytes_written"].sum()) == log_bytes(snap)
+
+
+def test_tfdarshan_run_writes_logs_on_exception(tf, tmp_path):
+    files = write_tfrecords(tf, tmp_path / "data", files=2)
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    r = run_cli("--logdir", str(tmp_path / "logs"), str(script), *files, env={"FAIL_AT_END": "1"})
+    assert r.returncode == 1
+    assert "the training script failed" in r.stderr
+    assert (session_dir(tmp_path / "logs") / f"{HOST}.darshan").exists()
+
+
+def test_tfdarshan_run_writes_logs_on_sigterm(tmp_path):
+    data = tmp_path / "d.bin"
+    data.write_bytes(os.urandom(10_000))
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent(f"""
+        import time
+        open({str(tmp_path / 'ready')!r}, 'w').close()
+        while True:
+            open({str(data)!r}, 'rb').read()
+            time.sleep(0.01)
+    """))
+    p = subprocess.Popen([sys.executable, "-m", "tfdarshan", "run", "--logdir", str(tmp_path / "logs"), str(script)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (tmp_path / "ready").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + signal.SIGTERM, err
+    snap = tfdarshan.read_darshan_log(session_dir(tmp_path / "logs") / f"{HOST}.darshan")
+    r = snap.posix[snap.posix["path"] == str(data)].iloc[0]
+    assert r["POSIX_OPENS"] >= 1 and r["POSIX_BYTES_READ"] == r["POSIX_OPENS"] * 10_000
+
+
+def test_run_children_get_their_own_logs(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    script = tmp_path / "kids.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys, subprocess, multiprocessing as mp
+        def work(p):
+            with open(p, "rb") as f:
+                return len(f.read())
+        if __name__ == "__main__":
+            d = sys.argv[1]
+            for i in range(3):
+                open(f"{d}/f{i}.bin", "wb").write(b"x" * (1000 * (i + 1)))
+            work(f"{d}/f0.bin")
+            with mp.get_context("spawn").Pool(1) as pool:
+                pool.map(work, [f"{d}/f1.bin"])
+            subprocess.run([sys.executable, "-c", f"open('{d}/f2.bin','rb').read()"], check=True)
+    """))
+    r = run_cli("--logdir", str(tmp_path / "logs"), "--children", str(script), str(d))
+    assert r.returncode == 0, r.stderr
+    run = session_dir(tmp_path / "logs")
+    logs = sorted(run.glob("*.darshan"))
+    # parent, pool worker, subprocess (and multiprocessing's resource tracker, which reads nothing)
+    assert len(logs) >= 3, logs
+    readers = {}
+    for log in logs:
+        snap = tfdarshan.read_darshan_log(log)
+        for path, n in zip(snap.posix["path"], snap.posix["POSIX_BYTES_READ"]):
+            if path.startswith(str(d)) and n:
+                readers.setdefault(path, []).append((log.name, int(n)))
+    # each file was read by exactly one process, and counted once
+    for i in range(3):
+        assert len(readers[str(d / f"f{i}.bin")]) == 1
+        assert readers[str(d / f"f{i}.bin")][0][1] == 1000 * (i + 1)
+    assert readers[str(d / "f0.bin")][0][0] == f"{HOST}.darshan"

@@ -1,0 +1,80 @@
+"""`tfdarshan run [options] script.py args...` (or `-m module args...`):
+profile a whole training script without changing it, and without LD_PRELOAD.
+
+Attaches before the script starts and writes the run's Darshan log and step
+series into LOGDIR/plugins/profile/<time>/ when it ends: normally, on an
+uncaught exception, on SIGTERM, or through os._exit. With --steps A:B only
+training steps A to B are recorded (Keras batches, Trace(step_num=...) or
+tfdarshan.step markers). With --children, Python processes it starts
+(subprocess, multiprocessing spawn) attach too and write <host>_<pid> files
+into the same directory; forked children always count on their own."""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import runpy
+import sys
+
+from tfdarshan.errors import TfdarshanError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("run", help="profile a whole script", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--logdir", default="tfdarshan_logs", help="TensorBoard log directory (default: tfdarshan_logs)")
+    p.add_argument("--steps", metavar="A:B", help="record only training steps A to B (inclusive)")
+    p.add_argument("--trace", action="store_true", help="also keep the per-operation trace (DXT)")
+    p.add_argument("--children", action="store_true", help="attach in Python child processes too")
+    p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
+    p.add_argument("script", nargs="?", help="the script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    p.set_defaults(handler=run)
+
+
+def parse_steps(text):
+    if text is None:
+        return None
+    a, sep, b = text.partition(":")
+    try:
+        first, last = int(a), int(b if sep else a)
+    except ValueError:
+        raise TfdarshanError(f"--steps must look like A:B with integers, got {text!r}") from None
+    if first < 0 or last < first:
+        raise TfdarshanError(f"--steps {text}: need 0 <= A <= B")
+    return first, last
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfdarshan import runner
+    steps = parse_steps(args.steps)
+    if args.module:
+        target, argv = args.module, [args.module] + ([args.script] if args.script else []) + args.args
+    else:
+        if not args.script:
+            raise TfdarshanError("nothing to run: give a script (or -m module)")
+        script = pathlib.Path(args.script)
+        if not script.is_file():
+            raise TfdarshanError(f"{script}: no such script")
+        target, argv = str(script), [str(script)] + args.args
+    run = runner.WholeRun(args.logdir, steps=steps, trace=args.trace, children=args.children)
+    run.start()
+    sys.argv = argv
+    code = 0
+    try:
+        if args.module:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            sys.path.insert(0, str(pathlib.Path(target).resolve().parent))
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    finally:
+        run.finish()
+    return code

@@ -1,0 +1,138 @@
+"""Whole-run profiling: the engine behind `tfdarshan run` and the automatic
+start in child processes. Files are written once, however the process ends
+(normal exit, uncaught exception, SIGTERM, os._exit)."""
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import pathlib
+import signal
+import sys
+import threading
+import time
+from typing import Optional, Tuple
+
+from tfdarshan import steps as S
+
+log = logging.getLogger("tfdarshan")
+CONFIG_ENV = "TFDARSHAN_RUN_CONFIG"
+AUTOSTART_DIR = pathlib.Path(__file__).parent / "_autostart"
+
+
+class WholeRun:
+    def __init__(self, logdir, *, steps: Optional[Tuple[int, int]] = None, trace: bool = False,
+                 children: bool = False, run_dir: Optional[str] = None):
+        from tfdarshan.session import run_directory_name
+        self.logdir = pathlib.Path(logdir).resolve()
+        self.steps = steps
+        self.trace = trace
+        self.children = children
+        self.run_dir = pathlib.Path(run_dir) if run_dir else \
+            self.logdir / "plugins" / "profile" / run_directory_name()
+        self.session = None
+        self.pid = os.getpid()
+        self._done = False
+        self._lock = threading.Lock()
+        self._real_exit = None
+
+    # ---------------------------------------------------------------- start
+    def start(self) -> None:
+        import tfdarshan
+        from tfdarshan.api import RECORDER
+        from tfdarshan.session import ProfileSession
+        tfdarshan.attach(trace=self.trace)
+        if self.children:
+            self._export_to_children()
+        self.session = ProfileSession(RECORDER, str(self.logdir), trace=self.trace, label="run")
+        if self.steps is None:
+            self.session.start()
+        else:
+            S.observers.append(self._on_step)
+        atexit.register(self.finish)
+        self._install_exit_hooks()
+
+    def _on_step(self, event: str, step: int) -> None:
+        first, last = self.steps
+        if event == "begin" and step == first and self.session.window is None:
+            self.session.start()
+        elif event == "end" and step >= last and self.session.window is not None:
+            S.observers.remove(self._on_step)
+            self._write()
+
+    def _export_to_children(self) -> None:
+        os.environ[CONFIG_ENV] = json.dumps({"run_dir": str(self.run_dir), "trace": self.trace})
+        paths = [str(AUTOSTART_DIR)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+
+    def _install_exit_hooks(self) -> None:
+        # SIGTERM: turn the default "die at once" into an exit that writes logs
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None) and \
+                threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _sigterm)
+        if self._real_exit is None:
+            real = os._exit
+            self._real_exit = real
+
+            def _exit(code):
+                self.finish()
+                real(code)
+            _exit.__tfdarshan_original__ = real
+            os._exit = _exit
+
+    # --------------------------------------------------------------- finish
+    def finish(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        if threading.current_thread() is threading.main_thread():
+            # the process is ending: a second SIGTERM must not cut the logs short
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            if os.getpid() != self.pid:
+                self._write_child()       # a forked child: its own records since the fork
+            elif self.session is not None and self.session.window is not None:
+                self._write()
+        except Exception as e:   # noqa: BLE001 - exit paths must not raise
+            print(f"tfdarshan: could not write the run's logs: {e}", file=sys.stderr)
+
+    def _write(self) -> None:
+        self.session.stop()
+        out = self.session.write(self.run_dir)
+        print(f"tfdarshan: wrote {out['darshan']}", file=sys.stderr)
+
+    def _write_child(self) -> None:
+        import tfdarshan
+        from tfdarshan.darshan_log import write_darshan_log
+        from tfdarshan.session import output_stem
+        from tfdarshan import _native
+        os.environ["TFDARSHAN_CHILD"] = "1"
+        snap = tfdarshan.snapshot()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with _native.suppressed():
+            write_darshan_log(snap, self.run_dir / f"{output_stem(self.run_dir)}.darshan",
+                              metadata={"source": "child", "parent_pid": str(self.pid)})
+
+
+def _sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def start_child_from_environment() -> Optional[WholeRun]:
+    """In a Python child of `tfdarshan run --children`: attach and write this
+    process's own log when it exits."""
+    cfg = os.environ.get(CONFIG_ENV)
+    if not cfg:
+        return None
+    try:
+        c = json.loads(cfg)
+        os.environ["TFDARSHAN_CHILD"] = "1"
+        run = WholeRun(pathlib.Path(c["run_dir"]).parent.parent.parent, trace=bool(c.get("trace")),
+                       run_dir=c["run_dir"])
+        run.start()
+        return run
+    except Exception as e:  # noqa: BLE001 - never break the child
+        print(f"tfdarshan: could not attach in child {os.getpid()}: {e}", file=sys.stderr)
+        return None
