@@ -286,3 +286,49 @@ def test_run_children_get_their_own_logs(tmp_path):
         assert len(readers[str(d / f"f{i}.bin")]) == 1
         assert readers[str(d / f"f{i}.bin")][0][1] == 1000 * (i + 1)
     assert readers[str(d / "f0.bin")][0][0] == f"{HOST}.darshan"
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.mark.timeout(900)
+def test_two_workers_write_their_own_files(tf, tmp_path):
+    from tfdarshan.logdir import find_sessions, load_snapshot, load_steps
+    files = write_tfrecords(tf, tmp_path / "data", files=4, records=200)
+    logdir = tmp_path / "logs"
+    ports = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    worker = pathlib.Path(__file__).parent / "workers" / "mwms_worker.py"
+    procs = []
+    for i in range(2):
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})}
+        procs.append(subprocess.Popen([sys.executable, str(worker), str(logdir), *files], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=800) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+    logs = sorted(logdir.glob("**/plugins/profile/*/*.darshan"))
+    stems = {l.name for l in logs}
+    assert len(logs) == 2 and all("_" in s for s in stems), logs   # <host>_<pid> per worker
+    pids = {int(s.split("_")[-1].split(".")[0]) for s in stems}
+    assert pids == {p.pid for p in procs}
+    # downstream, a session merges its workers
+    sessions = find_sessions(logdir)
+    total = sum(int(tfdarshan.read_darshan_log(l).posix["POSIX_BYTES_READ"].sum()) for l in logs)
+    merged = sum(int(load_snapshot(s).posix["POSIX_BYTES_READ"].sum()) for s in sessions)
+    assert merged == total > 0
+    steps = pd_concat([load_steps(s)[0] for s in sessions])
+    assert set(steps["host"]) == {s[:-len(".darshan")] for s in stems}
+    assert set(steps["step"]) == {2, 3, 4}
+
+
+def pd_concat(frames):
+    import pandas as pd
+    return pd.concat(frames, ignore_index=True)

@@ -234,3 +234,54 @@ def _with_top4(posix: pd.DataFrame, values: pd.DataFrame) -> pd.DataFrame:
     for c in cols:
         posix[c] = t[c].values
     return posix
+
+
+def combine(snaps) -> Snapshot:
+    """One snapshot for several processes (workers, children) of a run.
+
+    Records of the same file are merged by Darshan's rules: counts add,
+    maxima and first/last times combine. Times are re-based to the earliest
+    process's origin."""
+    snaps = [s for s in snaps if s is not None]
+    if not snaps:
+        raise ValueError("nothing to combine")
+    if len(snaps) == 1:
+        return snaps[0]
+    origin = min(float(s.meta.get("origin_unix_time", 0.0)) for s in snaps)
+    shifts = [float(s.meta.get("origin_unix_time", 0.0)) - origin for s in snaps]
+    frames = {}
+    for module in C.MODULES:
+        ints, floats = C.names(module)
+        parts = []
+        for s, shift in zip(snaps, shifts):
+            f = s.frame(module)
+            for c in floats:
+                if C.kind(module, c) in (C.FIRST, C.LAST):
+                    f[c] = np.where(f[c] != 0, f[c] + shift, 0.0)
+            parts.append(f)
+        allf = pd.concat(parts, ignore_index=True)
+        agg = {"path": "first"}
+        for c in (*ints, *floats):
+            k = C.kind(module, c)
+            agg[c] = {C.SUM: "sum", C.MAX: "max", C.LAST: "max", C.STATIC: "first", C.ZERO: "first",
+                      C.TOP4: "first", C.MAXTIME: "max", C.MAXTIME_SIZE: "first",
+                      C.FIRST: lambda x: x[x > 0].min() if (x > 0).any() else 0.0}[k]
+        g = allf.groupby("record_id", sort=False).agg(agg).reset_index()
+        frames[module] = g[C.columns(module)]
+    values = pd.concat([s._values for s in snaps], ignore_index=True)
+    if len(values):
+        values = values.groupby(["record_id", "kind", "value"], as_index=False)["count"].sum()[VALUE_COLUMNS]
+    extra = pd.concat([s._extra for s in snaps], ignore_index=True)
+    if len(extra):
+        extra = extra.groupby(["record_id", "module"], as_index=False)["ZERO_READS"].sum()[EXTRA_COLUMNS]
+    dxt = pd.concat([s._dxt.assign(start=s._dxt["start"] + sh, end=s._dxt["end"] + sh)
+                     for s, sh in zip(snaps, shifts)], ignore_index=True)
+    heat = H.compact(pd.concat([s._heat.assign(start=s._heat["start"] + sh) for s, sh in zip(snaps, shifts)],
+                               ignore_index=True))
+    meta = dict(snaps[0].meta)
+    meta.update(origin_unix_time=origin,
+                start=min(s.start + sh for s, sh in zip(snaps, shifts)),
+                end=max(s.end + sh for s, sh in zip(snaps, shifts)),
+                processes=len(snaps), hostnames=sorted({str(s.meta.get("hostname", "")) for s in snaps}))
+    posix = _with_top4(frames["POSIX"], values) if len(values) else frames["POSIX"]
+    return Snapshot(posix, frames["STDIO"], values, extra, dxt, meta, None, heat)

@@ -35,9 +35,20 @@ def _stat_value(plane, name: str) -> int:
 def merge_io(path: pathlib.Path, snap: Snapshot) -> int:
     """Add the snapshot's traced operations to an .xplane.pb; returns the
     number of events added. The file is replaced atomically."""
+    import fcntl
+    # workers on one host share the file name: one read-modify-write at a time
+    with open(path, "rb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return _merge_locked(pathlib.Path(path), snap)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _merge_locked(path: pathlib.Path, snap: Snapshot) -> int:
     pb2 = _xplane_pb2()
     space = pb2.XSpace()
-    space.ParseFromString(pathlib.Path(path).read_bytes())
+    space.ParseFromString(path.read_bytes())
     env = next((p for p in space.planes if p.name == "Task Environment"), None)
     profile_start = _stat_value(env, "profile_start_time") if env is not None else 0
     cpu = next((p for p in space.planes if p.name == "/host:CPU"), None)
