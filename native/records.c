@@ -157,6 +157,8 @@ typedef struct seg_chunk { struct seg_chunk *next; int32_t count; seg s[SEG_PER_
 struct tfd_thread {
     uint32_t seq;               /* odd while inside an update (also the re-entry guard) */
     int suppressed;
+    /* running totals for the cheap live pull (tfd_live) */
+    int64_t tot_bytes_read, tot_bytes_written, tot_reads, tot_writes, tot_opens, tot_ticks;
     int creating;               /* inside record creation (holds create_lock) */
     tfd_shard ***dir;           /* record index -> this thread's shard */
     tfd_shard *shards;          /* all of this thread's shards */
@@ -854,6 +856,8 @@ static void posix_open_record(tfd_rec *r, int fd, int64_t mode, int reset, int r
         RELAXED_STORE(r->last_byte_read, 0);
     }
     u.s->sum[S_OPENS]++;
+    u.t->tot_opens++;
+    u.t->tot_ticks += (int64_t)(t2 - t1);
     if (ref_counter >= 0)
         u.s->sum[ref_counter]++;
     ext_first(&u, E_OPEN_START, (int64_t)t1);
@@ -969,6 +973,9 @@ posix_data(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1
     sum[is_write ? S_BYTES_WRITTEN : S_BYTES_READ] += ret;
     sum[is_write ? S_WRITES : S_READS]++;
     heat_add(u.t, is_write, ret, t1, t2);
+    if (is_write) { u.t->tot_bytes_written += ret; u.t->tot_writes++; }
+    else { u.t->tot_bytes_read += ret; u.t->tot_reads++; }
+    u.t->tot_ticks += (int64_t)(t2 - t1);
     sum[(is_write ? S_SIZE_WRITE_0_100 : S_SIZE_READ_0_100) + size_bucket(ret)]++;
     if (!is_write && ret == 0)
         sum[S_ZERO_READS]++;
@@ -1165,6 +1172,9 @@ void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2)
     u.s->sum[S_BYTES_READ] += bytes;
     u.s->sum[S_READS]++;
     heat_add(u.t, 2, bytes, t1, t2);
+    u.t->tot_bytes_read += bytes;
+    u.t->tot_reads++;
+    u.t->tot_ticks += (int64_t)(t2 - t1);
     ext_first(&u, E_READ_START, (int64_t)t1);
     ext_last(&u, E_READ_END, (int64_t)t2);
     timer_no_overlap(&u, S_T_READ, (int64_t)t1, (int64_t)t2, &r->last_read_end);
@@ -1183,6 +1193,9 @@ void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uin
     u.s->sum[S_BYTES_WRITTEN] += bytes;
     u.s->sum[is_flush ? S_FLUSHES : S_WRITES]++;
     heat_add(u.t, 3, bytes, t1, t2);
+    u.t->tot_bytes_written += bytes;
+    u.t->tot_writes += !is_flush;
+    u.t->tot_ticks += (int64_t)(t2 - t1);
     ext_first(&u, E_WRITE_START, (int64_t)t1);
     ext_last(&u, E_WRITE_END, (int64_t)t2);
     timer_no_overlap(&u, S_T_WRITE, (int64_t)t1, (int64_t)t2, &r->last_write_end);
@@ -1684,23 +1697,20 @@ void tfd_free_collect(tfd_collect_result *out)
     out->n_rows = out->n_values = out->n_segments = out->n_heat = 0;
 }
 
-/* Totals over every shard, without closing an interval: cheap enough to
- * call every step for a progress line. Values are best-effort reads. */
+/* Totals since the first attach, from per-thread running sums, without
+ * closing an interval: cheap enough to call every step. Best-effort reads. */
 int tfd_live(tfd_live_totals *out)
 {
     memset(out, 0, sizeof(*out));
     if (!initialized)
         return -1;
     for (tfd_thread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
-        for (tfd_shard *s = __atomic_load_n(&t->shards, __ATOMIC_ACQUIRE); s; s = s->next_in_thread) {
-            out->bytes_read += RELAXED_LOAD(s->sum[S_BYTES_READ]);
-            out->bytes_written += RELAXED_LOAD(s->sum[S_BYTES_WRITTEN]);
-            out->reads += RELAXED_LOAD(s->sum[S_READS]);
-            out->writes += RELAXED_LOAD(s->sum[S_WRITES]);
-            out->opens += RELAXED_LOAD(s->sum[S_OPENS]);
-            out->io_ticks += RELAXED_LOAD(s->sum[S_T_READ]) + RELAXED_LOAD(s->sum[S_T_WRITE]) +
-                             RELAXED_LOAD(s->sum[S_T_META]);
-        }
+        out->bytes_read += RELAXED_LOAD(t->tot_bytes_read);
+        out->bytes_written += RELAXED_LOAD(t->tot_bytes_written);
+        out->reads += RELAXED_LOAD(t->tot_reads);
+        out->writes += RELAXED_LOAD(t->tot_writes);
+        out->opens += RELAXED_LOAD(t->tot_opens);
+        out->io_ticks += RELAXED_LOAD(t->tot_ticks);
     }
     out->files = __atomic_load_n(&n_records, __ATOMIC_ACQUIRE);
     return 0;

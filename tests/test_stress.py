@@ -61,18 +61,22 @@ def test_attach_detach_loop_while_threads_read(tmp_path, iostress):
     try:
         tfdarshan.attach()
         before = tfdarshan.snapshot()
-        worker = threading.Thread(target=lambda: result.update(r=_run(iostress, fds, 300_000, gen)))
-        worker.start()
-        flips = 0
-        while worker.is_alive():
-            tfdarshan.detach()
-            tfdarshan.attach()
-            flips += 1
-        worker.join()
+        done = surely = flips = batches = 0
+        # keep the threads reading until the loop has flipped many times
+        while flips < 30 and batches < 50:
+            worker = threading.Thread(target=lambda: result.update(r=_run(iostress, fds, 100_000, gen)))
+            worker.start()
+            while worker.is_alive():
+                tfdarshan.detach()
+                tfdarshan.attach()
+                flips += 1
+            worker.join()
+            done += result["r"][0]
+            surely += result["r"][1]
+            batches += 1
         counted = int((tfdarshan.snapshot() - before).posix["POSIX_READS"].sum())
-        done, surely = result["r"]
-        assert done == 8 * 300_000
-        assert flips > 10, "the loop should have flipped many times while the threads ran"
+        assert done == batches * 8 * 100_000
+        assert flips >= 30, "the loop should have flipped many times while the threads ran"
         # every call made entirely while attached was counted, none invented
         assert surely <= counted <= done, (surely, counted, done)
         assert surely > 0

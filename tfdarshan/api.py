@@ -132,11 +132,8 @@ def stats() -> dict:
         if series.last_step is not None:
             last = series.last_step
     if last is not None:
-        rows = [r for r in last["rows"] if len(r)]
-        import numpy as np
         fields = list(steps.FIELDS)
-        total = np.concatenate(rows)[:, 2:].sum(axis=0) if rows else np.zeros(len(fields), dtype=np.int64)
-        step = {f: int(v) for f, v in zip(fields, total)}
+        step = {f: int(v) for f, v in zip(fields, last["totals"])}
         for f in steps.TIME_FIELDS:
             step[f] = step[f] / clock.ticks_per_second
         step["step"] = last["step"]

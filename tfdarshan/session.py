@@ -58,7 +58,9 @@ class ProfileSession:
     def __init__(self, recorder, logdir: Optional[str], *, trace: Optional[bool] = None, label: str = "profile"):
         self._rec = recorder
         self.logdir = pathlib.Path(logdir) if logdir else None
+        # profiling sessions keep the per-operation trace unless told not to
         self.trace = (os.environ.get("TFDARSHAN_TRACE", "1") not in ("0", "")) if trace is None else trace
+        self._trace_switched = False
         self.label = label
         self.window = None
         self.series: Optional[StepSeries] = None
@@ -72,8 +74,11 @@ class ProfileSession:
         try:
             if not _native.is_attached():
                 self.attached_here = api.attach()
-            if self.trace:
+            settings = self._rec.settings
+            if self.trace and not (settings and settings.trace):
+                # on for this window only; an attach(trace=True) keeps its own budget
                 _native.set_trace(True, TRACE_MEMORY)
+                self._trace_switched = True
             self.window = self._rec.open_window()
             self.series = StepSeries(self._rec)
         except BaseException:
@@ -86,8 +91,8 @@ class ProfileSession:
             snap = self.window.close()
         finally:
             self.series.finish()
-            if self.trace and not self._rec._windows:
-                _native.set_trace(bool(self._rec.settings and self._rec.settings.trace), TRACE_MEMORY)
+            if self._trace_switched and not self._rec._windows:
+                _native.set_trace(False, 0)
             if self.attached_here:
                 from tfdarshan import api
                 api.detach()

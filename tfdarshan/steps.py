@@ -105,6 +105,9 @@ class StepSeries:
         else:
             entry = {"step": step, "start": start, "end": now, "rows": [rows]}
             self._steps.append(entry)
+        # the step's totals, once, for tfdarshan.stats()
+        totals = entry.get("totals", np.zeros(len(FIELDS), dtype=np.int64))
+        entry["totals"] = totals + (rows[:, 2:].sum(axis=0) if len(rows) else 0)
         self.last_step = entry
 
     # --------------------------------------------------------- step markers
