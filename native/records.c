@@ -145,7 +145,9 @@ struct tfd_rec {
 };
 
 #define SEG_PER_CHUNK 512
-typedef struct seg { int64_t index, op, offset, length, start, end; } seg;
+/* epoch: the interval the operation was counted in, so the trace of a
+ * window holds exactly the operations its counters hold */
+typedef struct seg { int64_t index, op, offset, length, start, end, epoch; } seg;
 typedef struct seg_chunk { struct seg_chunk *next; int32_t count; seg s[SEG_PER_CHUNK]; } seg_chunk;
 
 /* Heatmap: bytes per fine time bin, per thread, in a ring the collector
@@ -374,7 +376,7 @@ static tfd_shard *new_shard(tfd_thread *t, tfd_rec *r)
 
 /* ------------------------------------------------------- update protocol */
 
-typedef struct update { tfd_thread *t; tfd_shard *s; tfd_rec *r; int64_t *iext; } update;
+typedef struct update { tfd_thread *t; tfd_shard *s; tfd_rec *r; int64_t *iext; int64_t epoch; } update;
 
 static void mark_dirty(tfd_rec *r, int64_t e)
 {
@@ -426,6 +428,7 @@ static inline __attribute__((always_inline)) int begin(update *u, tfd_rec *r)
     u->s = s;
     u->r = r;
     u->iext = s->iext[e & 1].v;
+    u->epoch = e;
     return 1;
 }
 
@@ -940,6 +943,7 @@ static void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t
     s->length = len;
     s->start = (int64_t)t1;
     s->end = (int64_t)t2;
+    s->epoch = u->epoch;
     __atomic_store_n(&c->count, c->count + 1, __ATOMIC_RELEASE);
 }
 
@@ -1620,17 +1624,22 @@ static int collect_heat(growbuf *heat, int64_t *unbinned)
     return 0;
 }
 
-static int collect_trace(growbuf *segs, int64_t *dropped)
+static int collect_trace(growbuf *segs, int64_t *dropped, int64_t closed)
 {
     for (tfd_thread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
         *dropped += RELAXED_LOAD(t->trace_dropped);
         seg_chunk *c = __atomic_load_n(&t->trace_head, __ATOMIC_ACQUIRE);
         while (c) {
             int32_t count = __atomic_load_n(&c->count, __ATOMIC_ACQUIRE);
-            for (int32_t i = t->trace_read; i < count; i++)
+            int32_t i = t->trace_read;
+            /* a thread's segments are in interval order: stop at the first
+             * one counted after the interval being closed */
+            for (; i < count && c->s[i].epoch <= closed; i++)
                 if (grow_push(segs, (const int64_t *)&c->s[i], 6))
                     return -1;
-            t->trace_read = count;
+            t->trace_read = i;
+            if (i < count)
+                break;
             seg_chunk *next = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE);
             /* a full chunk the writer has moved past can be released */
             if (count == SEG_PER_CHUNK && next) {
@@ -1662,7 +1671,7 @@ int tfd_collect(tfd_collect_result *out)
     for (tfd_rec *r = list; r && rc == 0; r = r->dirty_next)
         rc = collect_record(r, closed, &rows, &vals);
     if (rc == 0)
-        rc = collect_trace(&segs, &out->trace_dropped);
+        rc = collect_trace(&segs, &out->trace_dropped, closed);
     if (rc == 0)
         rc = collect_heat(&heat, &out->heat_unbinned);
     out->epoch = closed;

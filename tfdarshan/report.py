@@ -27,7 +27,7 @@ def file_table(snap: Snapshot, mount_table: Optional[Iterable[M.Mount]] = None) 
     ops = p["POSIX_READS"] + p["POSIX_WRITES"]
     t = pd.DataFrame({
         "path": p["path"].astype(object),
-        "tier": [M.label(x, mts) for x in p["path"]],
+        "tier": tiers_of(p["path"], mts),
         "bytes_read": p["POSIX_BYTES_READ"],
         "bytes_written": p["POSIX_BYTES_WRITTEN"],
         "reads": p["POSIX_READS"],
@@ -43,6 +43,14 @@ def file_table(snap: Snapshot, mount_table: Optional[Iterable[M.Mount]] = None) 
         "zero_reads": zero.reindex(p["record_id"].values).fillna(0).astype(np.int64).values,
     })
     return t.sort_values(["bytes_read", "bytes_written"], ascending=False).reset_index(drop=True)
+
+
+def tiers_of(paths: pd.Series, mounts) -> list:
+    """The storage tier label of each path, looked up once per directory."""
+    import os
+    dirs = paths.map(os.path.dirname)
+    label = {d: M.label(d + "/", mounts) for d in dirs.unique()}
+    return dirs.map(label).tolist()
 
 
 def human_bytes(n: float) -> str:

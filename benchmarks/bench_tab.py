@@ -1,0 +1,98 @@
+"""The I/O tab at scale: a synthetic log directory with 100,000 files and
+10,000 steps, served by a real TensorBoard and drawn by headless Chromium.
+
+    python benchmarks/bench_tab.py [--files 100000] [--steps 10000]
+
+Prints the time from opening the tab to a complete page (first load, and
+again with the server's cache warm), and the per-file table route's time
+per page. Budgets (issue 5): under 2 s to render; under 100 ms per page."""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import socket
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+
+import numpy as np
+import pandas as pd
+
+HERE = pathlib.Path(__file__).parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+
+def build_logdir(root: pathlib.Path, n_files: int, n_steps: int) -> pathlib.Path:
+    from bench_log import synthetic_snapshot
+    from tfdarshan.darshan_log import write_darshan_log
+    from tfdarshan.session import _write_parquet
+    from tfdarshan.steps import FIELDS
+    snap = synthetic_snapshot(n_files)
+    run = root / "logs" / "train" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    host = socket.gethostname()
+    write_darshan_log(snap, run / f"{host}.darshan")
+    rng = np.random.default_rng(1)
+    steps = pd.DataFrame({"step": np.arange(n_steps), "start": np.arange(n_steps) * 0.015,
+                          "end": np.arange(1, n_steps + 1) * 0.015, "files": 10})
+    for f in FIELDS:
+        steps[f] = rng.integers(0, 1 << 20, n_steps)
+    for f in ("read_time", "write_time", "meta_time"):
+        steps[f] = rng.random(n_steps) * 1e-3
+    _write_parquet(steps, run / f"{host}.steps.parquet")
+    rows = n_steps * 10
+    files = pd.DataFrame({"step": np.repeat(np.arange(n_steps), 10),
+                          "record_id": snap.posix["record_id"].to_numpy()[rng.integers(0, n_files, rows)],
+                          "module": "POSIX"})
+    for f in FIELDS:
+        files[f] = rng.integers(0, 1 << 16, rows)
+    files["path"] = pd.Series(["/data/x"] * rows, dtype=object)
+    files["mount"] = "/"
+    _write_parquet(files, run / f"{host}.step_files.parquet")
+    return root / "logs"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=100_000)
+    ap.add_argument("--steps", type=int, default=10_000)
+    args = ap.parse_args(argv)
+    from tb_helpers import browser, open_tab, tensorboard
+    from tfdarshan.logdir import find_sessions
+    with tempfile.TemporaryDirectory() as d:
+        logdir = build_logdir(pathlib.Path(d), args.files, args.steps)
+        s = find_sessions(logdir)[0]
+        with tensorboard(logdir) as url:
+            drv = browser()
+            try:
+                timings = []
+                for attempt in ("cold", "warm"):
+                    if attempt == "warm":
+                        drv.get("about:blank")      # a real reload, not a same-URL no-op
+                    open_tab(drv, url, timeout=120)
+                    t = drv.execute_script("return window.__tfdTimings")
+                    timings.append((attempt, (t["rendered"] - t["start"]) / 1e3))
+                    print(f"  {attempt}: data {(t['data'] - t['start']) / 1e3:.2f} s, charts "
+                          f"{(t['charts'] - t['data']) / 1e3:.2f} s, table {(t['rendered'] - t['charts']) / 1e3:.2f} s")
+                    drv.switch_to.default_content()
+            finally:
+                drv.quit()
+            page = []
+            q = f"run={s.run}&session={s.name}"
+            for i in range(30):
+                t0 = time.perf_counter()
+                urllib.request.urlopen(f"{url}/data/plugin/tfdarshan/files?{q}&sort=bandwidth&order=asc"
+                                       f"&offset={i * 50}&limit=50").read()
+                page.append(time.perf_counter() - t0)
+    for attempt, secs in timings:
+        print(f"{args.files} files, {args.steps} steps: render {secs:.2f} s ({attempt} server cache; budget 2 s)")
+    print(f"files route: median {1e3 * statistics.median(page):.1f} ms per page of 50, sorted by bandwidth "
+          f"(budget 100 ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

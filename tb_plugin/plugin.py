@@ -1,0 +1,181 @@
+"""The I/O tab's backend: routes that answer JSON for the sessions found in
+the log directory, and the ES module that draws them.
+
+Run, session and host names come from the request, so they are only ever
+matched against the sessions discovered under the log directory; nothing in
+a request is joined into a path. Session directories that resolve outside
+the log directory (symlinks) are not served."""
+from __future__ import annotations
+
+import collections
+import importlib.resources
+import json
+import os
+import pathlib
+import threading
+import time
+
+from tensorboard.backend import http_util
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from tfdarshan.errors import TfdarshanError
+from tfdarshan.logdir import find_sessions
+from tfdarshan_tb import metadata, views
+
+STATIC = pathlib.Path(__file__).parent / "static"
+MAX_PARAM = 512
+SESSIONS_TTL = 5.0
+CACHE_SIZE = 4
+
+
+class BadRequest(Exception):
+    pass
+
+
+class NotFound(Exception):
+    pass
+
+
+class IOPlugin(base_plugin.TBPlugin):
+    plugin_name = metadata.PLUGIN_NAME
+
+    def __init__(self, context):
+        self._logdir = context.logdir or ""
+        self._lock = threading.Lock()
+        self._sessions = (0.0, [])
+        self._data = collections.OrderedDict()
+        self._loading = {}
+
+    # ------------------------------------------------------------ TBPlugin
+    def get_plugin_apps(self):
+        routes = {"/index.js": self._serve_js, "/plotly.js": self._serve_plotly, "/runs": self._serve_runs}
+        for name in ("summary", "files", "steps", "histograms", "mounts", "timeline", "advice"):
+            routes["/" + name] = self._json_route(name)
+        return routes
+
+    def is_active(self):
+        return bool(self._logdir) and bool(self._find())
+
+    def frontend_metadata(self):
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="I/O")
+
+    # ------------------------------------------------------------ sessions
+    def _find(self):
+        with self._lock:
+            when, found = self._sessions
+            if time.monotonic() - when < SESSIONS_TTL:
+                return found
+        root = os.path.realpath(self._logdir)
+        ok = []
+        for s in find_sessions(self._logdir):
+            real = os.path.realpath(s.directory)
+            if not (real == root or real.startswith(root + os.sep)):
+                continue            # a symlink out of the log directory
+            if all(os.path.realpath(s.directory / f"{h}.darshan").startswith(real + os.sep) for h in s.hosts):
+                ok.append(s)
+        with self._lock:
+            self._sessions = (time.monotonic(), ok)
+        return ok
+
+    def _session_data(self, request):
+        run = _param(request, "run")
+        name = _param(request, "session")
+        host = _param(request, "host", required=False) or None
+        session = next((s for s in self._find() if s.run == run and s.name == name), None)
+        if session is None:
+            raise NotFound("no such run and session")
+        if host is not None and host not in session.hosts:
+            raise NotFound("no such host in this session")
+        hosts = [host] if host else list(session.hosts)
+        stamp = tuple(os.stat(session.directory / f"{h}.darshan").st_mtime_ns for h in hosts)
+        key = (str(session.directory), host, stamp)
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+            # the page asks for several views at once: load each session once
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            with self._lock:
+                if key in self._data:
+                    return self._data[key]
+            data = views.SessionData(session, host)
+            with self._lock:
+                self._data[key] = data
+                self._loading.pop(key, None)
+                while len(self._data) > CACHE_SIZE:
+                    self._data.popitem(last=False)
+        return data
+
+    # -------------------------------------------------------------- routes
+    @wrappers.Request.application
+    def _serve_js(self, request):
+        return http_util.Respond(request, (STATIC / "index.js").read_text(), "text/javascript")
+
+    @wrappers.Request.application
+    def _serve_plotly(self, request):
+        js = (importlib.resources.files("plotly") / "package_data" / "plotly.min.js").read_bytes()
+        # the installed library does not change while TensorBoard runs: let browsers keep it
+        return http_util.Respond(request, js, "text/javascript", expires=86400)
+
+    @wrappers.Request.application
+    def _serve_runs(self, request):
+        return _json(request, views.runs(self._find()))
+
+    def _json_route(self, name):
+        view = getattr(views, name)
+
+        @wrappers.Request.application
+        def route(request):
+            try:
+                data = self._session_data(request)
+                if name == "files":
+                    payload = view(data, sort=_param(request, "sort", required=False) or "bytes_read",
+                                   order=_param(request, "order", required=False) or "desc",
+                                   offset=_int(request, "offset", 0, 0, 10**9),
+                                   limit=_int(request, "limit", 50, 1, 1000),
+                                   query=_param(request, "q", required=False) or "")
+                else:
+                    payload = view(data)
+                return _json(request, payload)
+            except BadRequest as e:
+                return _json(request, {"error": str(e)}, code=400)
+            except NotFound as e:
+                return _json(request, {"error": str(e)}, code=404)
+            except ValueError as e:
+                return _json(request, {"error": str(e)}, code=400)
+            except TfdarshanError as e:
+                return _json(request, {"error": str(e)}, code=422)
+        return route
+
+
+def _json(request, payload, code=200):
+    return http_util.Respond(request, json.dumps(payload, allow_nan=False), "application/json", code=code)
+
+
+def _param(request, name, required=True):
+    value = request.args.get(name)
+    if value is None:
+        if required:
+            raise BadRequest(f"missing parameter {name!r}")
+        return None
+    if len(value) > MAX_PARAM:
+        raise BadRequest(f"parameter {name!r} is too long")
+    # werkzeug replaces undecodable bytes with U+FFFD: names must be clean text
+    if "\ufffd" in value or any(ord(c) < 0x20 for c in value):
+        raise BadRequest(f"parameter {name!r} is not valid text")
+    return value
+
+
+def _int(request, name, default, lo, hi):
+    v = _param(request, name, required=False)
+    if v is None or v == "":
+        return default
+    try:
+        n = int(v)
+    except ValueError:
+        raise BadRequest(f"parameter {name!r} must be an integer") from None
+    if not lo <= n <= hi:
+        raise BadRequest(f"parameter {name!r} must be between {lo} and {hi}")
+    return n

@@ -1,0 +1,286 @@
+// The I/O tab. TensorBoard loads this module in an iframe (base href
+// plugin/tfdarshan/) and calls render(). Everything it shows comes from the
+// plugin's JSON routes; charts use the Plotly that the plotly package ships,
+// served by the plugin. Data from logs (file names above all) is only ever
+// set as text, never parsed as HTML.
+
+const PAGE = 50;
+const state = {run: null, session: null, host: '', sort: 'bytes_read', order: 'desc', offset: 0, q: ''};
+
+// ------------------------------------------------------------------ helpers
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') e.className = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+// Plotly renders a little HTML in labels: escape what came from the data.
+const plain = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+function bytes(n) {
+  if (n == null) return '–';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return i ? `${n.toFixed(1)} ${units[i]}` : `${n} B`;
+}
+const seconds = (s) => s == null ? '–' : s < 1e-3 ? `${(s * 1e6).toFixed(0)} µs` : s < 1 ? `${(s * 1e3).toFixed(1)} ms` : `${s.toFixed(2)} s`;
+const rate = (b) => b == null ? '–' : `${bytes(b)}/s`;
+const pct = (x) => x == null ? '–' : `${(100 * x).toFixed(1)} %`;
+
+function query(extra = {}) {
+  const p = new URLSearchParams({run: state.run, session: state.session, ...extra});
+  if (state.host) p.set('host', state.host);
+  return p.toString();
+}
+
+async function get(route, extra = {}) {
+  const r = await fetch(`./${route}?${query(extra)}`);
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.error || `${route}: HTTP ${r.status}`);
+  return body;
+}
+
+function loadPlotly() {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  return new Promise((resolve, reject) => {
+    const s = el('script', {src: './plotly.js'});
+    s.onload = () => resolve(window.Plotly);
+    s.onerror = () => reject(new Error('could not load the chart library'));
+    document.head.append(s);
+  });
+}
+
+const CSS = `
+body { font-family: Roboto, Arial, sans-serif; margin: 16px; color: #212121; }
+h2 { font-size: 15px; font-weight: 500; margin: 20px 0 8px; }
+.bar { display: flex; gap: 12px; align-items: center; flex-wrap: wrap; }
+.cards { display: flex; flex-wrap: wrap; gap: 10px; margin: 12px 0; }
+.card { border: 1px solid #ddd; border-radius: 6px; padding: 8px 12px; min-width: 120px; }
+.card .v { font-size: 18px; font-weight: 500; }
+.card .k { font-size: 11px; color: #666; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(460px, 1fr)); gap: 12px; }
+.chart { height: 300px; border: 1px solid #eee; }
+table { border-collapse: collapse; width: 100%; font-size: 12px; }
+th, td { border-bottom: 1px solid #eee; padding: 4px 6px; text-align: right; white-space: nowrap; }
+th { cursor: pointer; user-select: none; background: #fafafa; position: sticky; top: 0; }
+td.path, th.path, td.tier { text-align: left; max-width: 520px; overflow: hidden; text-overflow: ellipsis; }
+.muted { color: #777; font-size: 12px; }
+.error { color: #b00020; }
+.advice li { margin: 6px 0; }
+.level-HIGH { color: #b00020; } .level-WARN { color: #b26a00; } .level-INFO { color: #1565c0; }
+`;
+
+// --------------------------------------------------------------- the page
+export async function render() {
+  // timings for benchmarks/bench_tab.py: from render() to a complete page
+  window.__tfdTimings = {start: performance.now()};
+  document.head.append(el('style', {}, CSS));
+  const root = el('div', {id: 'tfd-root'});
+  document.body.append(root);
+  let runs;
+  try {
+    runs = (await fetch('./runs').then((r) => r.json())).runs;
+  } catch (e) {
+    root.append(el('p', {class: 'error'}, `Could not list sessions: ${e.message}`));
+    return;
+  }
+  if (!runs.length) {
+    root.append(el('p', {}, 'No tfdarshan data in this log directory yet.'));
+    return;
+  }
+  const selRun = el('select', {id: 'tfd-run'});
+  const selSession = el('select', {id: 'tfd-session'});
+  const selHost = el('select', {id: 'tfd-host'});
+  root.append(el('div', {class: 'bar'}, 'Run ', selRun, ' Session ', selSession, ' Host ', selHost));
+  const body = el('div', {id: 'tfd-body'});
+  root.append(body);
+
+  for (const r of runs) selRun.append(el('option', {value: r.run}, r.run));
+  const fillSessions = () => {
+    const r = runs.find((x) => x.run === selRun.value);
+    selSession.replaceChildren(...r.sessions.map((s) => el('option', {value: s.session}, s.session)));
+    selSession.value = r.sessions[r.sessions.length - 1].session;
+    fillHosts();
+  };
+  const fillHosts = () => {
+    const r = runs.find((x) => x.run === selRun.value);
+    const s = r.sessions.find((x) => x.session === selSession.value);
+    selHost.replaceChildren(el('option', {value: ''}, `all (${s.hosts.length})`),
+        ...s.hosts.map((h) => el('option', {value: h}, h)));
+    show();
+  };
+  const show = () => {
+    Object.assign(state, {run: selRun.value, session: selSession.value, host: selHost.value, offset: 0});
+    draw(body).catch((e) => body.replaceChildren(el('p', {class: 'error'}, e.message)));
+  };
+  selRun.addEventListener('change', fillSessions);
+  selSession.addEventListener('change', fillHosts);
+  selHost.addEventListener('change', show);
+  selRun.value = runs[runs.length - 1].run;
+  fillSessions();
+}
+
+async function draw(body) {
+  body.replaceChildren(el('p', {class: 'muted'}, 'Loading…'));
+  const [Plotly, summary, steps, hist, mounts, timeline, advice] = await Promise.all([
+    loadPlotly(), get('summary'), get('steps'), get('histograms'), get('mounts'), get('timeline'), get('advice')]);
+  window.__tfdTimings.data = performance.now();
+  body.replaceChildren();
+  body.append(cards(summary));
+  body.append(adviceSection(advice));
+  const grid = el('div', {class: 'grid'});
+  body.append(grid);
+  const chart = (id, title) => {
+    const box = el('div', {}, el('h2', {}, title), el('div', {id, class: 'chart'}));
+    grid.append(box);
+    return box.lastChild;
+  };
+  const layout = (extra) => ({margin: {l: 60, r: 60, t: 10, b: 40}, showlegend: true,
+    legend: {orientation: 'h', y: -0.2}, ...extra});
+  const cfg = {displaylogo: false, responsive: true};
+
+  if (steps.steps.length) {
+    // long series as WebGL lines; a few steps as bars
+    const many = steps.steps.length > 500;
+    // (SVG lines: one path per series; WebGL may be software-rendered)
+    const series = (name, y, extra = {}) => many
+      ? {type: 'scatter', mode: 'lines', name, x: steps.steps, y, line: {width: 1}, ...extra}
+      : {type: 'bar', name, x: steps.steps, y, ...extra};
+    const axis = {title: 'step', type: many ? 'linear' : 'category'};
+    Plotly.newPlot(chart('tfd-step-chart', 'Per step: bytes and bandwidth'), [
+      series('bytes read', steps.bytes_read),
+      series('bytes written', steps.bytes_written),
+      {type: 'scatter', mode: many ? 'lines' : 'lines+markers', name: 'bandwidth (B/s)',
+        x: steps.steps, y: steps.bandwidth, yaxis: 'y2'},
+    ], layout({barmode: 'stack', xaxis: axis, yaxis: {title: 'bytes'},
+      yaxis2: {title: 'B/s', overlaying: 'y', side: 'right', tickformat: '.3s'}}), cfg);
+    const tiers = Object.keys(steps.mounts);
+    if (tiers.length) {
+      Plotly.newPlot(chart('tfd-step-mounts', 'Per step and storage tier: bytes read'),
+          tiers.map((m) => series(plain(m), steps.mounts[m], many ? {stackgroup: 'tiers'} : {})),
+          layout({barmode: 'stack', xaxis: axis}), cfg);
+    }
+  } else {
+    grid.append(el('p', {class: 'muted'}, 'No step series for this session (an imported log).'));
+  }
+  Plotly.newPlot(chart('tfd-hist', 'Access sizes (POSIX)'), [
+    {type: 'bar', name: 'reads', x: hist.bins, y: hist.read},
+    {type: 'bar', name: 'writes', x: hist.bins, y: hist.write},
+  ], layout({barmode: 'group', xaxis: {title: 'request size'}, yaxis: {title: 'operations'}}), cfg);
+  Plotly.newPlot(chart('tfd-mounts', 'Storage tiers'), [
+    {type: 'bar', name: 'bytes read', x: mounts.mounts.map((m) => plain(m.tier)), y: mounts.mounts.map((m) => m.bytes_read)},
+    {type: 'scatter', mode: 'markers', name: 'read bandwidth (B/s)', x: mounts.mounts.map((m) => plain(m.tier)),
+      y: mounts.mounts.map((m) => m.bandwidth), yaxis: 'y2', marker: {size: 12}},
+  ], layout({yaxis: {title: 'bytes'}, yaxis2: {title: 'B/s', overlaying: 'y', side: 'right', tickformat: '.3s'}}), cfg);
+  if (timeline.available) {
+    // one marker per operation at its start; most last microseconds, too short for bars
+    const traces = timeline.files.map((f) => ({
+      type: 'scattergl', mode: 'markers', name: plain(f.path.split('/').pop()), x: f.start,
+      y: f.start.map(() => plain(f.path.split('/').pop())),
+      marker: {size: 7, symbol: 'line-ns-open', line: {width: 2}},
+      customdata: f.offset.map((o, j) => [o, f.length[j], f.op[j], f.duration[j] * 1e6]),
+      hovertemplate: '%{customdata[2]} of %{customdata[1]} bytes at offset %{customdata[0]}, %{customdata[3]:.1f} µs<extra></extra>',
+    }));
+    Plotly.newPlot(chart('tfd-timeline', 'Busiest files: operations over time (s)'), traces,
+        layout({showlegend: false, xaxis: {title: 'seconds from the session start'}, margin: {l: 160, r: 20, t: 10, b: 40}}), cfg);
+  }
+  window.__tfdTimings.charts = performance.now();
+  body.append(el('h2', {}, 'Files'));
+  body.append(await fileTable());
+  window.__tfdTimings.rendered = performance.now();
+}
+
+function cards(s) {
+  const c = (key, label, value) => el('div', {class: 'card', 'data-key': key},
+      el('div', {class: 'v'}, value), el('div', {class: 'k'}, label));
+  const list = [
+    c('bytes_read', 'read', bytes(s.bytes_read)),
+    c('bytes_written', 'written', bytes(s.bytes_written)),
+    c('bandwidth', 'mean bandwidth (bytes / I/O time)', rate(s.bandwidth)),
+    c('io_time', 'time in reads and writes', seconds(s.io_time)),
+    c('meta_time', 'time in opens, stats, seeks', seconds(s.meta_time)),
+    c('input_share', 'step time in input I/O calls', pct(s.input_share)),
+    c('files', 'files', String(s.files)),
+    c('steps', 'steps', String(s.steps)),
+  ];
+  if (s.processes > 1) list.push(c('processes', 'processes', String(s.processes)));
+  if (s.coverage) {
+    for (const cov of s.coverage) list.push(c('coverage', 'of the process\'s I/O seen', pct(cov.share)));
+  }
+  const box = el('div', {id: 'tfd-summary', class: 'cards'}, ...list);
+  const notes = [];
+  if (s.folded_files) notes.push(`${s.folded_files} files beyond the record cap are counted together.`);
+  if (s.trace_dropped) notes.push(`${s.trace_dropped} trace segments were dropped for lack of memory.`);
+  return notes.length ? el('div', {}, box, el('p', {class: 'muted'}, notes.join(' '))) : box;
+}
+
+function adviceSection(a) {
+  const box = el('div', {id: 'tfd-advice', class: 'advice'});
+  if (!a.available) return box;
+  const adv = a.advice;
+  box.append(el('h2', {}, 'Staging advice'));
+  if (adv.summary) box.append(el('p', {}, adv.summary));
+  const items = el('ul');
+  for (const item of adv.selection || []) {
+    items.append(el('li', {}, `${item.name}: ${bytes(item.bytes)}, saves ${seconds(item.saving)} (predicted)`));
+  }
+  box.append(items);
+  const findings = el('ul');
+  for (const f of adv.findings || []) {
+    findings.append(el('li', {}, el('span', {class: `level-${f.level}`}, `[${f.level}] `), `${f.title}: ${f.detail}`,
+        el('div', {class: 'muted'}, `Suggested: ${f.suggestion}`)));
+  }
+  box.append(findings);
+  return box;
+}
+
+async function fileTable() {
+  const wrap = el('div', {id: 'tfd-files'});
+  const search = el('input', {id: 'tfd-search', placeholder: 'filter paths', size: '40'});
+  const status = el('span', {class: 'muted', id: 'tfd-files-status'});
+  const prev = el('button', {id: 'tfd-prev'}, '‹ prev');
+  const next = el('button', {id: 'tfd-next'}, 'next ›');
+  const table = el('table');
+  wrap.append(el('div', {class: 'bar'}, search, prev, next, status), table);
+  const labels = {path: 'file', tier: 'tier', bytes_read: 'read', bytes_written: 'written', reads: 'reads',
+    writes: 'writes', opens: 'opens', stats: 'stats', read_time: 'read time', meta_time: 'meta time',
+    bandwidth: 'bandwidth', mean_request: 'mean request', seq_fraction: 'sequential', zero_reads: '0-byte reads'};
+  const fmt = {bytes_read: bytes, bytes_written: bytes, read_time: seconds, meta_time: seconds, bandwidth: rate,
+    mean_request: bytes, seq_fraction: pct};
+  let timer = null;
+  const load = async () => {
+    const page = await get('files', {sort: state.sort, order: state.order, offset: state.offset, limit: PAGE, q: state.q});
+    const head = el('tr', {}, ...page.columns.map((col) => el('th', {
+      class: col === 'path' ? 'path' : '', 'data-col': col,
+      onclick: () => {
+        state.order = state.sort === col && state.order === 'desc' ? 'asc' : 'desc';
+        state.sort = col;
+        state.offset = 0;
+        load();
+      }}, labels[col] + (state.sort === col ? (state.order === 'desc' ? ' ▼' : ' ▲') : ''))));
+    const rows = page.rows.map((r) => el('tr', {}, ...r.map((v, i) => {
+      const col = page.columns[i];
+      return el('td', {class: col === 'path' || col === 'tier' ? col : '', title: col === 'path' ? String(v) : ''},
+          v == null ? '–' : fmt[col] ? fmt[col](v) : String(v));
+    })));
+    table.replaceChildren(el('thead', {}, head), el('tbody', {}, ...rows));
+    const end = Math.min(page.offset + PAGE, page.total);
+    status.textContent = page.total ? `${page.offset + 1}–${end} of ${page.total} files` : 'no files';
+    prev.disabled = page.offset === 0;
+    next.disabled = end >= page.total;
+  };
+  search.addEventListener('input', () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => { state.q = search.value; state.offset = 0; load(); }, 200);
+  });
+  prev.addEventListener('click', () => { state.offset = Math.max(0, state.offset - PAGE); load(); });
+  next.addEventListener('click', () => { state.offset += PAGE; load(); });
+  await load();
+  return wrap;
+}
