@@ -7,7 +7,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tfdarshan-installed
 SOURCES := pyproject.toml setup.py $(wildcard native/*.c native/*.h native/*.def native/*.py)
 
-.PHONY: demo test bench install clean
+# Debian's Chromium and ChromeDriver for the tab's browser tests
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test bench install browser clean
 
 install: $(STAMP)
 
@@ -22,11 +25,18 @@ $(STAMP): $(BIN)/python $(SOURCES)
 demo: $(STAMP)
 	$(BIN)/python -m tfdarshan demo --logdir demo_logs
 
-test: $(STAMP)
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver)
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP) browser
 	$(BIN)/python benchmarks/bench_pread.py
+	$(BIN)/python benchmarks/bench_log.py
+	$(BIN)/python benchmarks/bench_pipeline.py
+	$(BIN)/python benchmarks/bench_tab.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info tfdarshan/_native_shim*.so demo_logs
