@@ -16,9 +16,10 @@ from tfdarshan.api import (attach, detach, disable, enable, is_attached, profile
                            suppressed)
 from tfdarshan.darshan_log import read_darshan_log, write_darshan_log
 from tfdarshan.snapshot import Snapshot
+from tfdarshan.stager import staged_paths
 
 __all__ = ["attach", "detach", "enable", "disable", "is_attached", "profile", "snapshot", "stats", "step",
-           "suppressed", "Snapshot", "read_darshan_log", "write_darshan_log"]
+           "suppressed", "Snapshot", "read_darshan_log", "write_darshan_log", "staged_paths"]
 __version__ = "0.1.0"
 
 # profiler sessions record I/O once tfdarshan is imported

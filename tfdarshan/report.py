@@ -63,6 +63,17 @@ def human_bytes(n: float) -> str:
     return f"{n}"
 
 
+def human_time(s: float) -> str:
+    if s is None or (isinstance(s, float) and np.isnan(s)):
+        return "-"
+    a = abs(s)
+    if a < 1e-3:
+        return f"{s * 1e6:.0f} µs"
+    if a < 1:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s:.2f} s"
+
+
 def render_text(table: pd.DataFrame, limit: int = 20, width: int = 60) -> str:
     """The per-file table for a terminal: the busiest files first."""
     if table.empty:

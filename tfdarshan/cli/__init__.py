@@ -12,7 +12,7 @@ from typing import List, Optional
 from tfdarshan.errors import TfdarshanError
 
 # module names under tfdarshan.cli; each has add_parser(subparsers), which sets handler=run
-SUBCOMMANDS = ["demo", "import_logs", "run"]
+SUBCOMMANDS = ["demo", "import_logs", "run", "probe", "recommend", "stage"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,90 @@
+"""Advice as text, JSON or a self-contained HTML page with plots."""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+
+import numpy as np
+
+from tfdarshan.advisor import Advice
+from tfdarshan.report import human_bytes, human_time
+
+
+def render_text(a: Advice) -> str:
+    lines = [a.summary(), ""]
+    sel = a.selection()
+    if len(sel):
+        lines.append("What to stage (grouped by dataset):")
+        for r in sel.itertuples():
+            lines.append(f"  {r.name}: {r.files} of {r.of_files} files, {human_bytes(r.bytes)}, "
+                         f"saves {human_time(r.saving)} of {human_time(r.current_time)}")
+    else:
+        lines.append("Nothing worth staging: no file would read faster on the fast tier within the budget.")
+    lines.append("")
+    lines.append("Compared with simple rules (same budget):")
+    for name, label in (("under_2mb", "files under 2 MB, smallest first"),
+                        ("largest_time_first", "largest I/O time first")):
+        idx = a.baselines[name]
+        lines.append(f"  {label}: {len(idx)} files, {human_bytes(a.bytes(idx))}, saves {human_time(a.saving(idx))}")
+    lines.append(f"  this recommendation: {len(a.chosen)} files, {human_bytes(a.bytes(a.chosen))}, "
+                 f"saves {human_time(a.saving(a.chosen))}")
+    if a.findings:
+        lines.append("")
+        lines.append("Findings:")
+        for f in a.findings:
+            lines.append(f"  [{f.level}] {f.title}")
+            lines.append(f"      {f.detail}")
+            lines.append(f"      suggested: {f.suggestion}")
+    return "\n".join(lines)
+
+
+def render_json(a: Advice) -> str:
+    return json.dumps(a.to_dict(), indent=1)
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def render_html(a: Advice) -> str:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    esc = html.escape
+    figs = []
+    # 1. predicted saving: ours against the simple rules
+    fig, ax = plt.subplots(figsize=(6, 3))
+    names = ["this recommendation", "files under 2 MB", "largest I/O time first"]
+    vals = [a.saving(a.chosen), a.saving(a.baselines["under_2mb"]), a.saving(a.baselines["largest_time_first"])]
+    ax.barh(names, vals, color=["#1565c0", "#9e9e9e", "#9e9e9e"])
+    ax.set_xlabel("predicted saving of input I/O time (s)")
+    figs.append(("Predicted saving under the same budget", _png(fig)))
+    plt.close(fig)
+    # 2. where the time goes now, per file, sorted
+    if len(a.costs):
+        fig, ax = plt.subplots(figsize=(6, 3))
+        order = np.argsort(-a.costs["current_time"].to_numpy())
+        chosen = np.isin(order, a.chosen)
+        ax.bar(np.arange(len(order)), a.costs["current_time"].to_numpy()[order],
+               color=np.where(chosen, "#1565c0", "#bdbdbd"), width=1.0)
+        ax.set_xlabel("files, by I/O time now (blue: to stage)")
+        ax.set_ylabel("seconds")
+        figs.append(("I/O time per file", _png(fig)))
+        plt.close(fig)
+    rows = "".join(
+        f"<tr><td>{esc(r.name)}</td><td>{r.files} of {r.of_files}</td><td>{esc(human_bytes(r.bytes))}</td>"
+        f"<td>{r.saving:.3f} s</td></tr>" for r in a.selection().itertuples())
+    findings = "".join(
+        f"<li><b>[{esc(f.level)}] {esc(f.title)}</b><br>{esc(f.detail)}<br><i>Suggested:</i> "
+        f"{esc(f.suggestion)}</li>" for f in a.findings)
+    images = "".join(f"<h3>{esc(t)}</h3><img alt='{esc(t)}' src='data:image/png;base64,{p}'>" for t, p in figs)
+    return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>tfdarshan staging advice</title>
+<style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}td,th{{padding:4px 8px;text-align:left}}
+table{{border-collapse:collapse}}tr:nth-child(even){{background:#f4f4f4}}</style></head><body>
+<h1>Staging advice</h1><p>{esc(a.summary())}</p>
+<h2>What to stage</h2><table><tr><th>dataset</th><th>files</th><th>size</th><th>predicted saving</th></tr>{rows}</table>
+<h2>Findings</h2><ul>{findings or "<li>none</li>"}</ul>{images}</body></html>"""

@@ -1,0 +1,389 @@
+"""Which input data to put on the fast tier, and what it will save.
+
+Cost model, per file: its I/O time now is what the counters measured
+(read + metadata time); on a candidate tier it is
+    opens * open_latency + stats * stat_latency + reads * read_latency + bytes / bandwidth
+with that tier's probed or declared figures. The saving of staging a file
+is the difference, for every run that reads it as this one did.
+
+Choice: a 0/1 knapsack over the files (or datasets) under the fast tier's
+free capacity, maximising the predicted saving: exact dynamic programming
+when the instance is small, otherwise the greedy-by-ratio solution or the
+single best item, whichever saves more (at least half the optimum). It is
+compared with the paper's rule ("files under 2 MB") and with "largest I/O
+time first"."""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+import re
+import time
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from tfdarshan import tiers as T
+from tfdarshan.snapshot import Snapshot
+
+SMALL_FILE = 2 * 1024 * 1024          # the paper's threshold
+DP_CELLS = 20_000_000                 # items x capacity units solved exactly
+BLOCK = 4096                          # capacity unit for the exact solution
+
+
+# --------------------------------------------------------------- cost model
+def file_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier] = ()) -> pd.DataFrame:
+    """One row per file read in the snapshot: size, work done, time now, time
+    predicted on `fast`, and the saving."""
+    p = snap.posix
+    if p.empty:
+        return pd.DataFrame(columns=["path", "size", "tier", "opens", "stats", "reads", "bytes_read",
+                                     "read_time", "meta_time", "current_time", "predicted_time", "saving",
+                                     "rereads", "on_fast_tier"])
+    p = p[p["POSIX_READS"] > 0]
+    sizes = []
+    for path, maxb in zip(p["path"], p["POSIX_MAX_BYTE_READ"]):
+        try:
+            sizes.append(os.stat(path).st_size)
+        except OSError:
+            sizes.append(int(maxb) + 1)    # gone or elsewhere: what was read of it
+    sizes = np.asarray(sizes, dtype=np.int64)
+    current = p["POSIX_F_READ_TIME"].to_numpy() + p["POSIX_F_META_TIME"].to_numpy()
+    predicted = fast.time(p["POSIX_OPENS"].to_numpy(), p["POSIX_STATS"].to_numpy(), p["POSIX_READS"].to_numpy(),
+                          p["POSIX_BYTES_READ"].to_numpy())
+    on_fast = np.array([T.tier_for(x, [fast]) is not None for x in p["path"]])
+    labels = [(T.tier_for(x, tiers).label if T.tier_for(x, tiers) else "") for x in p["path"]] if tiers else ""
+    saving = np.where(on_fast, 0.0, np.maximum(current - predicted, 0.0))
+    return pd.DataFrame({
+        "path": p["path"].astype(object).to_numpy(), "size": sizes, "tier": labels,
+        "opens": p["POSIX_OPENS"].to_numpy(), "stats": p["POSIX_STATS"].to_numpy(),
+        "reads": p["POSIX_READS"].to_numpy(), "bytes_read": p["POSIX_BYTES_READ"].to_numpy(),
+        "read_time": p["POSIX_F_READ_TIME"].to_numpy(), "meta_time": p["POSIX_F_META_TIME"].to_numpy(),
+        "current_time": current, "predicted_time": np.where(on_fast, current, predicted), "saving": saving,
+        "rereads": p["POSIX_BYTES_READ"].to_numpy() / np.maximum(sizes, 1), "on_fast_tier": on_fast,
+    }).reset_index(drop=True)
+
+
+# ----------------------------------------------------------------- datasets
+def shard_pattern(path: str) -> str:
+    """train-00003-of-01024.tfrecord -> <dir>/train-*-of-*.tfrecord"""
+    d, base = os.path.split(path)
+    return os.path.join(d, re.sub(r"\d+", "*", base))
+
+
+def datasets(paths: Sequence[str], globs: Sequence[str] = (), by: str = "pattern") -> List[str]:
+    """The dataset each path belongs to: the first user glob it matches,
+    else its shard pattern (or its directory)."""
+    out = []
+    for p in paths:
+        g = next((g for g in globs if fnmatch.fnmatch(p, g)), None)
+        if g:
+            out.append(g)
+        elif by == "directory":
+            out.append(os.path.dirname(p) + "/")
+        else:
+            out.append(shard_pattern(p))
+    return out
+
+
+# ----------------------------------------------------------------- knapsack
+def knapsack(sizes: np.ndarray, values: np.ndarray, capacity: int) -> np.ndarray:
+    """Indices of the items to take (sizes in bytes, values >= 0)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    values = np.asarray(values, dtype=np.float64)
+    cand = np.nonzero((sizes <= capacity) & (values > 0))[0]
+    if len(cand) == 0 or capacity <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if sizes[cand].sum() <= capacity:
+        return cand
+    units = capacity // BLOCK
+    if units > 0 and len(cand) * (units + 1) <= DP_CELLS:
+        return cand[_exact(-(-sizes[cand] // BLOCK), values[cand], units)]
+    return cand[_greedy(sizes[cand], values[cand], capacity)]
+
+
+def _exact(w: np.ndarray, v: np.ndarray, cap: int) -> np.ndarray:
+    """0/1 knapsack by dynamic programming over capacity units."""
+    best = np.zeros(cap + 1)
+    took = np.zeros((len(w), cap + 1), dtype=bool)
+    for i in range(len(w)):
+        wi = int(w[i])
+        if wi > cap:
+            continue
+        cand = np.full(cap + 1, -1.0)
+        cand[wi:] = best[: cap + 1 - wi] + v[i]
+        better = cand > best
+        took[i] = better
+        best = np.where(better, cand, best)
+    chosen, c = [], cap
+    for i in range(len(w) - 1, -1, -1):
+        if took[i, c]:
+            chosen.append(i)
+            c -= int(w[i])
+    return np.array(sorted(chosen), dtype=np.int64)
+
+
+def _greedy(sizes: np.ndarray, values: np.ndarray, capacity: int) -> np.ndarray:
+    """Greedy by value per byte, or the best single item if it is worth
+    more: never less than half the optimum."""
+    order = np.argsort(-(values / np.maximum(sizes, 1)), kind="stable")
+    csum = np.cumsum(sizes[order])
+    k = int(np.searchsorted(csum, capacity, side="right"))
+    chosen = list(order[:k])
+    room = capacity - (int(csum[k - 1]) if k else 0)
+    for i in order[k:]:               # top up with whatever still fits
+        if sizes[i] <= room:
+            chosen.append(i)
+            room -= int(sizes[i])
+    best_single = int(np.argmax(np.where(sizes <= capacity, values, -1)))
+    if values[best_single] > values[chosen].sum():
+        chosen = [best_single]
+    return np.array(sorted(chosen), dtype=np.int64)
+
+
+def _fill_in_order(order: np.ndarray, sizes: np.ndarray, capacity: int) -> np.ndarray:
+    chosen, room = [], capacity
+    for i in order:
+        if sizes[i] <= room:
+            chosen.append(i)
+            room -= int(sizes[i])
+    return np.array(sorted(chosen), dtype=np.int64)
+
+
+def under_2mb(costs: pd.DataFrame, capacity: int) -> np.ndarray:
+    """The paper's rule: files under 2 MB, smallest first, while they fit."""
+    cand = costs[(costs["size"] < SMALL_FILE) & ~costs["on_fast_tier"]].sort_values("size", kind="stable")
+    return _fill_in_order(cand.index.to_numpy(), costs["size"].to_numpy(), capacity)
+
+
+def largest_time_first(costs: pd.DataFrame, capacity: int) -> np.ndarray:
+    cand = costs[~costs["on_fast_tier"]].sort_values("current_time", ascending=False, kind="stable")
+    return _fill_in_order(cand.index.to_numpy(), costs["size"].to_numpy(), capacity)
+
+
+# ---------------------------------------------------------------- diagnosis
+@dataclasses.dataclass
+class Finding:
+    level: str          # HIGH, WARN or INFO
+    title: str
+    detail: str         # the evidence, with figures
+    suggestion: str
+    evidence: Dict = dataclasses.field(default_factory=dict)
+
+
+def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] = None) -> List[Finding]:
+    p = snap.posix[snap.posix["POSIX_READS"] > 0]
+    out: List[Finding] = []
+    if p.empty:
+        return out
+    reads = int(p["POSIX_READS"].sum())
+    zero = snap.extra.set_index("record_id")["ZERO_READS"].reindex(p["record_id"]).fillna(0) \
+        if len(snap.extra) else pd.Series(0, index=p["record_id"])
+    n_zero = int(zero.sum())
+    tiny = int(p["POSIX_SIZE_READ_0_100"].sum())
+    under_4k = tiny + int(p["POSIX_SIZE_READ_100_1K"].sum()) + int(p["POSIX_SIZE_READ_1K_10K"].sum())
+    nbytes = int(p["POSIX_BYTES_READ"].sum())
+    files = len(p)
+    read_time = float(p["POSIX_F_READ_TIME"].sum())
+    meta_time = float(p["POSIX_F_META_TIME"].sum())
+    mean_req = nbytes / max(reads - n_zero, 1)
+
+    if tiny >= reads / 2:
+        out.append(Finding(
+            "HIGH" if n_zero < tiny / 2 else "INFO", "Half or more of the reads are under 100 bytes",
+            f"{tiny} of {reads} reads ({100 * tiny / reads:.0f} %) moved 100 bytes or less; {n_zero} of them "
+            f"returned 0 bytes.",
+            "Zero-byte reads are TensorFlow reaching the end of a file and cost little; many genuinely tiny "
+            "reads suggest packing records into larger TFRecord shards.",
+            {"reads": reads, "under_100": tiny, "zero": n_zero}))
+    if files >= 5 and n_zero >= 0.9 * files:
+        per = read_time / max(reads, 1)
+        out.append(Finding(
+            "INFO", "A zero-length read after every file",
+            f"{n_zero} zero-byte reads for {files} files: each file is read to its end and once more "
+            f"(TensorFlow's ReadFile pattern), one extra call of about {per * 1e6:.0f} µs each.",
+            "Nothing to fix for large files; for many small files, pack them into TFRecord shards so one "
+            "open and one EOF check serve thousands of examples.",
+            {"zero_reads": n_zero, "files": files}))
+    if reads - n_zero > 0 and under_4k - n_zero > (reads - n_zero) / 2:
+        out.append(Finding(
+            "WARN", "Many small reads",
+            f"mean request {mean_req / 1024:.1f} KiB; {under_4k - n_zero} of {reads - n_zero} non-empty reads "
+            f"are under 10 KiB.",
+            "Read in larger pieces: TFRecordDataset(buffer_size=...) of a few MiB, or larger files.",
+            {"mean_request": mean_req}))
+    seq = float(p["POSIX_SEQ_READS"].sum()) / max(reads, 1)
+    if reads >= 20 and seq < 0.5:
+        out.append(Finding(
+            "WARN", "Mostly random access",
+            f"only {100 * seq:.0f} % of reads continue past the previous one.",
+            "Shuffle file order or a shuffle buffer instead of seeking inside files; random reads favour a "
+            "low-latency tier.", {"sequential_fraction": seq}))
+    if read_time + meta_time > 0 and meta_time / (read_time + meta_time) > 0.3:
+        out.append(Finding(
+            "WARN", "Metadata-heavy access",
+            f"{100 * meta_time / (read_time + meta_time):.0f} % of I/O time goes to opens, stats and seeks "
+            f"({int(p['POSIX_OPENS'].sum())} opens, {int(p['POSIX_STATS'].sum())} stats for {files} files).",
+            "Fewer, larger files, or a tier with lower open latency (node-local disk, /dev/shm).",
+            {"meta_share": meta_time / (read_time + meta_time)}))
+    if len(costs):
+        reread = costs[costs["rereads"] >= 1.9]
+        total = int(costs["size"].sum())
+        avail = _mem_available()
+        if len(reread) >= max(1, len(costs) // 2) and avail and total < avail / 2:
+            out.append(Finding(
+                "HIGH", "The same data is read again every epoch, and it fits in memory",
+                f"{len(reread)} of {len(costs)} files were read {reread['rereads'].median():.1f} times; "
+                f"all input is {total / 2**30:.2f} GiB and {avail / 2**30:.1f} GiB of memory is free.",
+                "Add .cache() to the tf.data pipeline after the read and decode steps, so epochs after the "
+                "first come from memory.", {"dataset_bytes": total, "memory_available": avail}))
+    conc = _concurrency(snap)
+    if conc is not None and conc < 1.5 and read_time > 0.05 * max(snap.end - snap.start, 1e-9):
+        out.append(Finding(
+            "WARN", "Too few parallel reads",
+            f"on average {conc:.2f} reads are in flight at a time while the input pipeline reads.",
+            "Read in parallel: map(..., num_parallel_calls=tf.data.AUTOTUNE), "
+            "interleave(..., num_parallel_calls=tf.data.AUTOTUNE), and prefetch.",
+            {"concurrency": conc}))
+    return out
+
+
+def _concurrency(snap: Snapshot) -> Optional[float]:
+    """Mean number of reads in flight while any is: from the trace if there
+    is one, else read time over the span between first and last read."""
+    dxt = snap.dxt
+    if len(dxt):
+        r = dxt[dxt["op"] == "read"]
+        if r.empty:
+            return None
+        busy = (r["end"] - r["start"]).sum()
+        ev = np.concatenate([np.stack([r["start"], np.ones(len(r))], 1), np.stack([r["end"], -np.ones(len(r))], 1)])
+        ev = ev[np.lexsort((ev[:, 1], ev[:, 0]))]
+        depth = np.cumsum(ev[:, 1])
+        covered = float(np.sum(np.diff(ev[:, 0]) * (depth[:-1] > 0)))
+        return float(busy / covered) if covered > 0 else None
+    p = snap.posix[snap.posix["POSIX_READS"] > 0]
+    starts = p["POSIX_F_READ_START_TIMESTAMP"]
+    span = float(p["POSIX_F_READ_END_TIMESTAMP"].max() - starts[starts > 0].min()) if (starts > 0).any() else 0
+    return float(p["POSIX_F_READ_TIME"].sum()) / span if span > 0 else None
+
+
+def _mem_available() -> Optional[int]:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+# ------------------------------------------------------------------ advice
+@dataclasses.dataclass
+class Advice:
+    fast_tier: T.Tier
+    capacity: int
+    costs: pd.DataFrame
+    chosen: np.ndarray
+    baselines: Dict[str, np.ndarray]
+    findings: List[Finding]
+    granularity: str
+    source: str = ""
+
+    def saving(self, idx) -> float:
+        return float(self.costs["saving"].to_numpy()[idx].sum()) if len(idx) else 0.0
+
+    def bytes(self, idx) -> int:
+        return int(self.costs["size"].to_numpy()[idx].sum()) if len(idx) else 0
+
+    @property
+    def current_time(self) -> float:
+        return float(self.costs["current_time"].sum())
+
+    def selection(self) -> pd.DataFrame:
+        """What to stage, grouped by dataset."""
+        c = self.costs.iloc[self.chosen]
+        if c.empty:
+            return pd.DataFrame(columns=["name", "files", "bytes", "saving", "current_time", "of_files"])
+        totals = self.costs.assign(ds=datasets(self.costs["path"])).groupby("ds")["path"].size()
+        g = c.assign(ds=datasets(c["path"])).groupby("ds").agg(
+            files=("path", "size"), bytes=("size", "sum"), saving=("saving", "sum"),
+            current_time=("current_time", "sum")).reset_index().rename(columns={"ds": "name"})
+        g["of_files"] = g["name"].map(totals)
+        return g.sort_values("saving", ascending=False).reset_index(drop=True)
+
+    def summary(self) -> str:
+        from tfdarshan.report import human_time
+        s, cur = self.saving(self.chosen), self.current_time
+        b2 = self.saving(self.baselines["under_2mb"])
+        return (f"Stage {len(self.chosen)} files ({self.bytes(self.chosen) / 2**20:.1f} MiB of a "
+                f"{self.capacity / 2**20:.1f} MiB budget) on {self.fast_tier.label}: predicted input I/O time "
+                f"{human_time(cur)} -> {human_time(cur - s)} ({100 * s / cur if cur else 0:.0f} % less); the "
+                f"files-under-2-MB rule would save {human_time(b2)}.")
+
+    def to_dict(self) -> Dict:
+        sel = self.selection()
+        return {
+            "created": time.time(), "source": self.source, "granularity": self.granularity,
+            "fast_tier": self.fast_tier.to_dict(), "capacity": self.capacity,
+            "current_time": self.current_time, "summary": self.summary(),
+            "predicted_saving": self.saving(self.chosen), "bytes": self.bytes(self.chosen),
+            "selection": [{"name": r.name, "files": int(r.files), "of_files": int(r.of_files),
+                           "bytes": int(r.bytes), "saving": float(r.saving)} for r in sel.itertuples()],
+            "files": [{"path": self.costs["path"].iat[i], "size": int(self.costs["size"].iat[i]),
+                       "saving": float(self.costs["saving"].iat[i]),
+                       "current_time": float(self.costs["current_time"].iat[i]),
+                       "predicted_time": float(self.costs["predicted_time"].iat[i])} for i in self.chosen],
+            "baselines": {name: {"files": int(len(idx)), "bytes": self.bytes(idx), "saving": self.saving(idx)}
+                          for name, idx in self.baselines.items()},
+            "findings": [dataclasses.asdict(f) for f in self.findings],
+        }
+
+
+def recommend(snap: Snapshot, fast: T.Tier, capacity: Optional[int] = None, *, tiers: Sequence[T.Tier] = (),
+              granularity: str = "file", globs: Sequence[str] = (), steps: Optional[pd.DataFrame] = None,
+              source: str = "") -> Advice:
+    """The staging advice for the I/O in `snap` (see the module docstring)."""
+    if capacity is None:
+        capacity = fast.capacity if fast.capacity is not None else 0
+    if capacity <= 0:
+        raise ValueError("the fast tier needs a capacity (free bytes) greater than zero")
+    costs = file_costs(snap, fast, tiers)
+    if granularity == "dataset" and len(costs):
+        ds = np.array(datasets(costs["path"], globs))
+        g = costs.assign(ds=ds).groupby("ds", sort=False).agg(size=("size", "sum"), saving=("saving", "sum"))
+        picked = set(g.index[knapsack(g["size"].to_numpy(), g["saving"].to_numpy(), capacity)])
+        chosen = np.nonzero(np.isin(ds, list(picked)))[0]
+    elif granularity == "file":
+        chosen = knapsack(costs["size"].to_numpy(), costs["saving"].to_numpy(), capacity) if len(costs) \
+            else np.zeros(0, dtype=np.int64)
+    else:
+        raise ValueError(f"granularity must be 'file' or 'dataset', not {granularity!r}")
+    baselines = {"under_2mb": under_2mb(costs, capacity), "largest_time_first": largest_time_first(costs, capacity)}
+    return Advice(fast, capacity, costs, chosen, baselines, diagnose(snap, costs, steps), granularity, source)
+
+
+def compare_runs(before: Snapshot, after: Snapshot, mapping: Dict[str, str],
+                 predicted: Optional[float]) -> Dict:
+    """Predicted against achieved: the staged files' I/O time in the run
+    before (at their sources) and after (at their copies)."""
+    def io_time(snap, paths):
+        p = snap.posix[snap.posix["path"].isin(paths)]
+        return float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), int(p["POSIX_BYTES_READ"].sum())
+
+    def bandwidth(snap):
+        p = snap.posix[snap.posix["POSIX_READS"] > 0]
+        t = float(p["POSIX_F_READ_TIME"].sum())
+        return float(p["POSIX_BYTES_READ"].sum()) / t if t > 0 else 0.0
+
+    t_before, b_before = io_time(before, set(mapping))
+    t_after, b_after = io_time(after, set(mapping.values()))
+    achieved = t_before - t_after
+    return {"staged_files": len(mapping), "before_time": t_before, "after_time": t_after,
+            "bytes_before": b_before, "bytes_after": b_after,
+            "predicted_saving": float(predicted) if predicted is not None else float("nan"),
+            "achieved_saving": achieved,
+            "achieved_over_predicted": achieved / predicted if predicted else float("nan"),
+            "bandwidth_before": bandwidth(before), "bandwidth_after": bandwidth(after)}

@@ -1,0 +1,149 @@
+"""`tfdarshan recommend LOGDIR_OR_LOG --fast-tier PATH`: which data to stage
+on the fast tier, what it will save, and why.
+
+The input is a Darshan log (ours or a site Darshan's) or a TensorBoard log
+directory (its newest session, or --session). The fast tier's figures come
+from `tfdarshan probe` (or a --tiers TOML file); an unknown tier is probed
+on the spot. With a log directory the advice is also stored beside the
+session, where the TensorBoard tab shows it. --manifest writes the staging
+manifest for `tfdarshan stage`.
+
+`--compare BEFORE AFTER` checks an earlier recommendation: predicted versus
+achieved saving, from the run before staging and the run after."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+
+from tfdarshan.errors import TfdarshanError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("recommend", help="what to stage on the fast tier", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("source", nargs="?", help="a Darshan log or a TensorBoard log directory")
+    p.add_argument("--fast-tier", help="a directory on the fast tier")
+    p.add_argument("--capacity", help="bytes to plan with (e.g. 4G, or 10%% of the data read); "
+                                      "default: the tier's free space")
+    p.add_argument("--tiers", action="append", default=[], help="TOML file declaring tiers")
+    p.add_argument("--granularity", choices=["file", "dataset"], default="file")
+    p.add_argument("--dataset", action="append", default=[], metavar="GLOB",
+                   help="group files matching GLOB into one dataset")
+    p.add_argument("--session", help="session name in the log directory (default: newest)")
+    p.add_argument("--format", choices=["text", "json", "html"], default="text")
+    p.add_argument("--output", help="write the report here instead of standard output")
+    p.add_argument("--manifest", help="also write the staging manifest here")
+    p.add_argument("--staging-root", help="where copies go (default: FAST_TIER/tfdarshan-staged)")
+    p.add_argument("--no-store", action="store_true", help="do not store advice.json beside the session")
+    p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+                   help="predicted vs achieved saving of an earlier recommendation")
+    p.set_defaults(handler=run)
+
+
+def load_source(source: str, session: str = None):
+    """(snapshot, steps, session directory or None) for a log or a logdir."""
+    from tfdarshan.darshan_log import read_darshan_log
+    from tfdarshan.logdir import find_sessions, load_snapshot, load_steps
+    path = pathlib.Path(source)
+    if path.is_dir():
+        sessions = find_sessions(path)
+        if session:
+            sessions = [s for s in sessions if s.name == session]
+        if not sessions:
+            raise TfdarshanError(f"{path}: no profiling session" + (f" named {session}" if session else ""))
+        s = sessions[-1]
+        return load_snapshot(s), load_steps(s)[0], s.directory
+    return read_darshan_log(path), None, None
+
+
+def fast_tier(path: str, toml_files):
+    from tfdarshan import tiers as T
+    known = T.load(toml_files)
+    real = os.path.realpath(path)
+    tier = T.tier_for(real, known) or T.tier_for(path, known)
+    if tier is None:
+        print(f"tfdarshan recommend: probing {path} (no figures stored for it yet)", file=sys.stderr)
+        tier = T.probe(path, size=16 << 20)
+        T.save_probe(tier)
+    return tier
+
+
+def capacity_of(text, snap, tier) -> int:
+    from tfdarshan import tiers as T
+    if text is None:
+        if tier.capacity is None:
+            raise TfdarshanError("the fast tier's capacity is unknown: give --capacity")
+        return tier.capacity
+    if text.endswith("%"):
+        try:
+            share = float(text[:-1]) / 100
+        except ValueError:
+            raise TfdarshanError(f"--capacity {text}: not a percentage") from None
+        from tfdarshan.advisor import file_costs
+        total = int(file_costs(snap, tier)["size"].sum())
+        return int(total * share)
+    return T.parse_size(text)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.compare:
+        return compare(args)
+    if not args.source or not args.fast_tier:
+        raise TfdarshanError("give a log or log directory and --fast-tier PATH")
+    if not os.path.isdir(args.fast_tier):
+        raise TfdarshanError(f"--fast-tier {args.fast_tier}: not a directory")
+    from tfdarshan import advice_report, advisor
+    from tfdarshan.stager import make_manifest
+    snap, steps, session_dir = load_source(args.source, args.session)
+    tier = fast_tier(args.fast_tier, args.tiers)
+    cap = capacity_of(args.capacity, snap, tier)
+    advice = advisor.recommend(snap, tier, cap, granularity=args.granularity, globs=args.dataset,
+                               steps=steps, source=str(args.source))
+    text = {"text": advice_report.render_text, "json": advice_report.render_json,
+            "html": advice_report.render_html}[args.format](advice)
+    if args.output:
+        pathlib.Path(args.output).write_text(text)
+        print(f"wrote {args.output}")
+    else:
+        print(text)
+    if session_dir is not None and not args.no_store:
+        from tfdarshan.stager import _write_json
+        _write_json(session_dir / "advice.json", advice.to_dict())
+    if args.manifest:
+        root = args.staging_root or os.path.join(args.fast_tier, "tfdarshan-staged")
+        chosen = [advice.costs["path"].iat[i] for i in advice.chosen]
+        manifest = make_manifest(chosen, root, progress=sys.stderr.isatty())
+        manifest["advice"] = {"predicted_saving": advice.saving(advice.chosen), "source": str(args.source)}
+        pathlib.Path(args.manifest).write_text(json.dumps(manifest, indent=1))
+        print(f"wrote the staging manifest {args.manifest} ({len(chosen)} files)", file=sys.stderr)
+    return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    from tfdarshan.advisor import compare_runs
+    before, _, before_dir = load_source(args.compare[0], args.session)
+    after, _, _ = load_source(args.compare[1])
+    advice = None
+    if args.manifest:
+        from tfdarshan.stager import load_manifest
+        m = load_manifest(args.manifest)
+        mapping = {e["source"]: e["destination"] for e in m["entries"]}
+        predicted = (m.get("advice") or {}).get("predicted_saving")
+    elif before_dir is not None and (before_dir / "advice.json").exists():
+        advice = json.loads((before_dir / "advice.json").read_text())
+        root = os.path.join(advice["fast_tier"]["path"], "tfdarshan-staged")
+        from tfdarshan.stager import destination_for
+        mapping = {f["path"]: destination_for(f["path"], root) for f in advice["files"]}
+        predicted = advice["predicted_saving"]
+    else:
+        raise TfdarshanError("--compare needs --manifest, or a BEFORE log directory with stored advice")
+    r = compare_runs(before, after, mapping, predicted)
+    print(json.dumps(r, indent=1) if args.format == "json" else
+          f"staged files: I/O time {r['before_time']:.3f} s before, {r['after_time']:.3f} s after; "
+          f"saving predicted {r['predicted_saving']:.3f} s, achieved {r['achieved_saving']:.3f} s "
+          f"({r['achieved_over_predicted']:.2f} of the prediction); input bandwidth "
+          f"{r['bandwidth_before'] / 2**20:.0f} -> {r['bandwidth_after'] / 2**20:.0f} MiB/s")
+    return 0

@@ -1,0 +1,25 @@
+"""`tfdarshan stage MANIFEST`: copy the files a recommendation chose to the
+fast tier, checking every copy's checksum before it counts; resumable, never
+overwrites or deletes, refuses without room. Pipelines then read the copies
+through tfdarshan.staged_paths(paths)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("stage", help="copy recommended files to the fast tier", description=__doc__)
+    p.add_argument("manifest", help="the manifest written by `tfdarshan recommend --manifest`")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfdarshan.stager import stage, staging_map_path
+    r = stage(args.manifest, progress=not args.quiet and sys.stderr.isatty())
+    print(f"staged {len(r.staged)} files, {len(r.skipped)} already staged, {len(r.failed)} failed; "
+          f"map: {staging_map_path()}")
+    for e, why in r.failed:
+        print(f"tfdarshan stage: {e['source']}: {why}", file=sys.stderr)
+    return 0 if r.ok else 1

@@ -1,0 +1,246 @@
+"""Copy recommended files to the fast tier, safely.
+
+A manifest lists source, destination, size and SHA-256 of every file. The
+stager copies each to `<destination>.partial`, checks the copy's checksum
+against the manifest's, and only then renames it into place and records it
+in the staging map. It never writes over an existing file or touches a
+source, refuses when the destination lacks room, and resumes where an
+interrupted run stopped. `staged_paths(paths)` gives a tf.data pipeline the
+staged copies."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import time
+from typing import Dict, Iterable, List, Optional
+
+from tfdarshan.errors import TfdarshanError
+
+FORMAT = "tfdarshan.manifest/1"
+CHUNK = 4 << 20
+
+
+def sha256_of(path, chunk: int = CHUNK) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+
+
+def staging_map_path() -> pathlib.Path:
+    """Where staged copies are recorded: $TFDARSHAN_STAGING_MAP or
+    ~/.local/share/tfdarshan/staged.json."""
+    p = os.environ.get("TFDARSHAN_STAGING_MAP") or os.path.join(
+        os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "tfdarshan", "staged.json")
+    return pathlib.Path(p)
+
+
+def _load_json(path: pathlib.Path, what: str):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise TfdarshanError(f"{path}: unreadable {what} ({e})") from None
+
+
+def _write_json(path: pathlib.Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- manifest
+def destination_for(source: str, root: str) -> str:
+    """The staged copy mirrors the source's absolute path under root."""
+    return os.path.join(root, os.path.abspath(source).lstrip("/"))
+
+
+def make_manifest(sources: Iterable[str], root: str, *, progress: bool = False) -> Dict:
+    from tfdarshan import _native
+    entries = []
+    items = list(sources)
+    bar = _bar(sum(os.stat(s).st_size for s in items), "checksums", progress)
+    with _native.suppressed():
+        for s in items:
+            try:
+                size = os.stat(s).st_size
+                digest = sha256_of(s)
+            except OSError as e:
+                raise TfdarshanError(f"{s}: cannot read to checksum it ({e.strerror})") from None
+            entries.append({"source": os.path.abspath(s), "destination": destination_for(s, root),
+                            "size": size, "sha256": digest})
+            bar.update(size)
+    bar.close()
+    return {"format": FORMAT, "created": time.time(), "root": os.path.abspath(root), "entries": entries}
+
+
+def load_manifest(path) -> Dict:
+    p = pathlib.Path(path)
+    m = _load_json(p, "manifest")
+    if m is None:
+        raise TfdarshanError(f"{p}: no such manifest")
+    if not isinstance(m, dict) or m.get("format") != FORMAT or not isinstance(m.get("entries"), list):
+        raise TfdarshanError(f"{p}: not a tfdarshan staging manifest")
+    seen = set()
+    for i, e in enumerate(m["entries"]):
+        ok = (isinstance(e, dict) and isinstance(e.get("source"), str) and isinstance(e.get("destination"), str)
+              and isinstance(e.get("size"), int) and not isinstance(e.get("size"), bool) and e["size"] >= 0
+              and isinstance(e.get("sha256"), str) and len(e["sha256"]) == 64)
+        if not ok:
+            raise TfdarshanError(f"{p}: entry {i + 1} is malformed (needs source, destination, size, sha256)")
+        if not (os.path.isabs(e["source"]) and os.path.isabs(e["destination"])):
+            raise TfdarshanError(f"{p}: entry {i + 1}: paths must be absolute")
+        if e["destination"] in seen or os.path.abspath(e["destination"]) == os.path.abspath(e["source"]):
+            raise TfdarshanError(f"{p}: entry {i + 1}: destination {e['destination']} repeats or is its source")
+        seen.add(e["destination"])
+    return m
+
+
+# ------------------------------------------------------------------ staging
+class StageResult:
+    def __init__(self):
+        self.staged: List[Dict] = []
+        self.skipped: List[Dict] = []       # already staged (resumed run)
+        self.failed: List[tuple] = []       # (entry, reason)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def stage(manifest_path, *, progress: bool = True) -> StageResult:
+    """Copy every entry not yet staged. Raises TfdarshanError when nothing can
+    start (bad manifest, no room); per-file problems are reported in the
+    result and leave everything else as it was."""
+    from tfdarshan import _native
+    mpath = pathlib.Path(manifest_path)
+    m = load_manifest(mpath)
+    state_path = mpath.with_name(mpath.name + ".state.json")
+    state = _load_json(state_path, "staging state") or {"done": {}}
+    done: Dict[str, str] = state.get("done", {}) if isinstance(state, dict) else {}
+    result = StageResult()
+    todo = []
+    for e in m["entries"]:
+        if done.get(e["destination"]) == e["sha256"] and os.path.exists(e["destination"]):
+            result.skipped.append(e)
+        else:
+            todo.append(e)
+    need = sum(e["size"] for e in todo)
+    if todo:
+        root = _existing_parent(todo[0]["destination"])
+        free = shutil.disk_usage(root).free
+        if need > free:
+            raise TfdarshanError(f"{root}: needs {need / 2**20:.1f} MiB free for {len(todo)} files, "
+                                 f"has {free / 2**20:.1f} MiB; nothing copied")
+    bar = _bar(need, "staging", progress)
+    with _native.suppressed():
+        for e in todo:
+            try:
+                _stage_one(e)
+                done[e["destination"]] = e["sha256"]
+                _write_json(state_path, {"done": done})
+                _record_mapping({e["source"]: e["destination"]})
+                result.staged.append(e)
+            except _Refused as r:
+                result.failed.append((e, str(r)))
+            except OSError as err:
+                result.failed.append((e, f"{err.strerror or err} ({err.filename or e['destination']})"))
+                if err.errno in (28, 122):       # ENOSPC, EDQUOT: the rest will not fit either
+                    break
+            finally:
+                bar.update(e["size"])
+    bar.close()
+    return result
+
+
+class _Refused(Exception):
+    pass
+
+
+def _stage_one(e: Dict) -> None:
+    src, dst = e["source"], e["destination"]
+    try:
+        st = os.stat(src)
+    except OSError as err:
+        raise _Refused(f"source {src} is unreadable ({err.strerror})") from None
+    if st.st_size != e["size"]:
+        raise _Refused(f"source {src} changed since the manifest (size {st.st_size}, expected {e['size']})")
+    if os.path.lexists(dst):
+        # not ours to overwrite; adopt it only if it already is the right copy
+        if os.path.isfile(dst) and not os.path.islink(dst) and sha256_of(dst) == e["sha256"]:
+            return
+        raise _Refused(f"{dst} exists and is not this file's copy; not overwriting")
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    partial = dst + ".partial"
+    h = hashlib.sha256()
+    try:
+        with open(src, "rb") as fi, open(partial, "wb") as fo:
+            while True:
+                b = fi.read(CHUNK)
+                if not b:
+                    break
+                h.update(b)
+                fo.write(b)
+            fo.flush()
+            os.fsync(fo.fileno())
+        if h.hexdigest() != e["sha256"]:
+            raise _Refused(f"source {src} changed since the manifest (checksum differs)")
+        # the copy itself, read back, must match before it counts as staged
+        if sha256_of(partial) != e["sha256"]:
+            raise _Refused(f"the copy {dst} does not match its source; not staged")
+        if os.path.lexists(dst):
+            raise _Refused(f"{dst} appeared while copying; not overwriting")
+        os.rename(partial, dst)
+    except BaseException:
+        try:
+            os.unlink(partial)
+        except OSError:
+            pass
+        raise
+
+
+def _existing_parent(path: str) -> str:
+    p = os.path.dirname(path)
+    while p and not os.path.isdir(p):
+        p = os.path.dirname(p)
+    return p or "/"
+
+
+def _record_mapping(new: Dict[str, str]) -> None:
+    path = staging_map_path()
+    current = _load_json(path, "staging map") or {}
+    current.update(new)
+    _write_json(path, current)
+
+
+def staged_paths(paths: Iterable, mapping: Optional[Dict[str, str]] = None) -> List[str]:
+    """For each path, its staged copy where one exists (and still has the
+    source's size), else the path itself."""
+    if mapping is None:
+        mapping = _load_json(staging_map_path(), "staging map") or {}
+    out = []
+    for p in paths:
+        p = os.fsdecode(p) if isinstance(p, bytes) else str(p)
+        dst = mapping.get(os.path.abspath(p))
+        try:
+            if dst and os.path.getsize(dst) == os.path.getsize(p):
+                out.append(dst)
+                continue
+        except OSError:
+            pass
+        out.append(p)
+    return out
+
+
+def _bar(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc, disable=not enabled,
+                leave=False)

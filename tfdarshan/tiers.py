@@ -1,0 +1,252 @@
+"""Storage tiers: a mount point with measured (or declared) speeds.
+
+`probe(path)` measures, on the file system holding path, the latency of
+open and stat, the latency of a small read and the bandwidth of large
+sequential reads, with the page cache defeated by
+posix_fadvise(POSIX_FADV_DONTNEED). Tiers that cannot be probed from here
+(a burst buffer, node-local NVMe, Lustre) are declared in TOML:
+
+    [[tier]]
+    path = "/mnt/nvme"          # mount point or directory
+    name = "node-local NVMe"    # optional
+    capacity = "800G"           # optional: free space to plan with
+    open_latency = 20e-6        # seconds per open (and close)
+    stat_latency = 5e-6         # seconds per stat
+    read_latency = 80e-6        # seconds of fixed cost per read request
+    bandwidth = "3G"            # bytes per second for large reads
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import re
+import shutil
+import statistics
+import tempfile
+import time
+from typing import Dict, Iterable, List, Optional
+
+from tfdarshan import mounts as M
+from tfdarshan.errors import TfdarshanError
+
+UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 10**3, "KIB": 1 << 10, "M": 1 << 20, "MB": 10**6,
+         "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30, "T": 1 << 40, "TB": 10**12, "TIB": 1 << 40}
+FIELDS = ("open_latency", "stat_latency", "read_latency", "bandwidth")
+
+
+def parse_size(text) -> int:
+    """'10%' is not a size; '64M', '1.5G', '2TiB', 4096 are."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if text < 0:
+            raise ValueError(f"size must not be negative: {text}")
+        return int(text)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).upper() not in UNITS:
+        raise ValueError(f"not a size: {text!r} (examples: 4096, 64M, 1.5G, 2TiB)")
+    return int(float(m.group(1)) * UNITS[m.group(2).upper()])
+
+
+@dataclasses.dataclass(frozen=True)
+class Tier:
+    path: str                       # mount point (or the directory declared)
+    fstype: str = ""
+    name: str = ""
+    open_latency: float = 0.0       # s per open+close
+    stat_latency: float = 0.0       # s per stat
+    read_latency: float = 0.0       # s fixed cost per read request (beyond bytes/bandwidth)
+    bandwidth: float = 0.0          # bytes/s, large sequential reads, cold
+    capacity: Optional[int] = None  # bytes free to plan with
+    source: str = "declared"        # "probe" or "declared"
+    measured_at: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.path} ({self.fstype or '?'})"
+
+    def time(self, opens, stats, reads, nbytes):
+        """Predicted seconds of I/O calls for that much work on this tier."""
+        return (opens * self.open_latency + stats * self.stat_latency + reads * self.read_latency
+                + (nbytes / self.bandwidth if self.bandwidth > 0 else 0.0))
+
+    def to_dict(self) -> Dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Dict) -> "Tier":
+        if not isinstance(d, dict) or "path" not in d:
+            raise ValueError("a tier needs a path")
+        kw = {}
+        for f in dataclasses.fields(cls):
+            if f.name in d:
+                kw[f.name] = d[f.name]
+        for f in FIELDS:
+            v = kw.get(f, 0.0)
+            v = parse_size(v) if f == "bandwidth" and isinstance(v, str) else v
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
+                raise ValueError(f"tier {d.get('path')}: {f} must be a non-negative number")
+            kw[f] = float(v)
+        if kw.get("capacity") is not None:
+            kw["capacity"] = parse_size(kw["capacity"])
+        for f in ("path", "fstype", "name", "source"):
+            if f in kw and not isinstance(kw[f], str):
+                raise ValueError(f"tier {d.get('path')}: {f} must be text")
+        if not kw["path"]:
+            raise ValueError("a tier needs a non-empty path")
+        return cls(**kw)
+
+
+# ------------------------------------------------------------------ probing
+def _evict(fd: int) -> None:
+    os.fdatasync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def probe(path, *, size: int = 64 << 20, small_reads: int = 64, opens: int = 200) -> Tier:
+    """Measure the tier holding `path` (a directory we may write into)."""
+    from tfdarshan import _native
+    root = pathlib.Path(path)
+    if not root.is_dir():
+        raise TfdarshanError(f"{root}: not a directory")
+    if shutil.disk_usage(root).free < size * 2:
+        raise TfdarshanError(f"{root}: not enough free space for a {size >> 20} MiB probe")
+    mount = M.mount_of(str(root.resolve()), M.current())
+    with _native.suppressed(), tempfile.TemporaryDirectory(prefix=".tfdarshan-probe-", dir=root) as d:
+        big = pathlib.Path(d, "big.bin")
+        chunk = os.urandom(1 << 20)
+        with open(big, "wb") as f:
+            for _ in range(max(1, size >> 20)):
+                f.write(chunk)
+            f.flush()
+            _evict(f.fileno())
+        small = [pathlib.Path(d, f"s{i}") for i in range(16)]
+        for p in small:
+            p.write_bytes(b"x" * 4096)
+        # open+close and stat of existing files
+        t = time.perf_counter()
+        for i in range(opens):
+            os.close(os.open(small[i % len(small)], os.O_RDONLY))
+        open_lat = (time.perf_counter() - t) / opens
+        t = time.perf_counter()
+        for i in range(opens):
+            os.stat(small[i % len(small)])
+        stat_lat = (time.perf_counter() - t) / opens
+        # cold 4 KiB reads at scattered offsets, then cold 1 MiB sequential reads
+        fd = os.open(big, os.O_RDONLY)
+        try:
+            _evict(fd)
+            n_blocks = max(1, os.fstat(fd).st_size // 4096)
+            step = max(1, n_blocks // small_reads)
+            lat = []
+            for i in range(small_reads):
+                t = time.perf_counter()
+                os.pread(fd, 4096, ((i * step * 7919) % n_blocks) * 4096)
+                lat.append(time.perf_counter() - t)
+            _evict(fd)
+            total, t = 0, time.perf_counter()
+            while True:
+                b = os.pread(fd, 1 << 20, total)
+                if not b:
+                    break
+                total += len(b)
+            bandwidth = total / max(time.perf_counter() - t, 1e-9)
+        finally:
+            os.close(fd)
+    small_lat = statistics.median(lat)
+    return Tier(path=mount.point if mount else str(root), fstype=mount.fstype if mount else "",
+                open_latency=open_lat, stat_latency=stat_lat,
+                read_latency=max(small_lat - 4096 / bandwidth, 0.0), bandwidth=bandwidth,
+                capacity=shutil.disk_usage(root).free, source="probe", measured_at=time.time())
+
+
+# ------------------------------------------------------------------ storing
+def default_store() -> pathlib.Path:
+    base = os.environ.get("TFDARSHAN_TIERS") or os.path.join(
+        os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "tfdarshan", "tiers.json")
+    return pathlib.Path(base)
+
+
+def load(paths: Iterable = ()) -> List[Tier]:
+    """Probed tiers from the store, then declared ones from TOML files
+    (a declared tier replaces a probed one with the same path)."""
+    tiers: Dict[str, Tier] = {}
+    store = default_store()
+    if store.exists():
+        try:
+            for d in json.loads(store.read_text()):
+                t = Tier.from_dict(d)
+                tiers[t.path] = t
+        except (ValueError, TypeError) as e:
+            raise TfdarshanError(f"{store}: unreadable tier store ({e})") from None
+    for p in paths:
+        for t in load_toml(p):
+            tiers[t.path] = t
+    return list(tiers.values())
+
+
+def save_probe(tier: Tier) -> pathlib.Path:
+    store = default_store()
+    store.parent.mkdir(parents=True, exist_ok=True)
+    existing = []
+    if store.exists():
+        try:
+            existing = [d for d in json.loads(store.read_text()) if d.get("path") != tier.path]
+        except ValueError:
+            existing = []
+    tmp = store.with_name(store.name + ".tmp")
+    tmp.write_text(json.dumps(existing + [tier.to_dict()], indent=2))
+    os.replace(tmp, store)
+    return store
+
+
+def load_toml(path) -> List[Tier]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:          # Python < 3.11
+        import tomli as tomllib
+    p = pathlib.Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise TfdarshanError(f"{p}: cannot read ({e.strerror})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise TfdarshanError(f"{p}: not valid TOML ({e})") from None
+    entries = data.get("tier")
+    if not isinstance(entries, list) or not entries:
+        raise TfdarshanError(f"{p}: expected one or more [[tier]] tables")
+    out = []
+    for i, d in enumerate(entries):
+        try:
+            out.append(Tier.from_dict({**d, "source": "declared"}))
+        except (ValueError, TypeError) as e:
+            raise TfdarshanError(f"{p}: tier {i + 1}: {e}") from None
+    return out
+
+
+def tier_for(path: str, tiers: Iterable[Tier]) -> Optional[Tier]:
+    """The tier whose path is the longest prefix of `path`."""
+    best = None
+    for t in tiers:
+        p = t.path.rstrip("/") or "/"
+        if path == p or path.startswith(p if p == "/" else p + "/"):
+            if best is None or len(p) > len(best.path.rstrip("/") or "/"):
+                best = t
+    return best
+
+
+def evict_cache(paths: Iterable) -> int:
+    """Drop the page-cache copies of files (no root needed), so the next
+    read comes from the device; returns how many files were evicted."""
+    n = 0
+    for p in paths:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            n += 1
+        finally:
+            os.close(fd)
+    return n
