@@ -44,7 +44,11 @@ def test_import_refuses_bad_logs_and_copies_nothing(small_log, tmp_path):
 
 
 @pytest.mark.parametrize("args", [[], ["import"], ["import", "x.darshan"], ["nosuchcommand"],
-                                  ["demo", "--files", "-3"]])
+                                  ["demo", "--files", "-3"], ["probe", "/no/such/dir"],
+                                  ["probe", ".", "--size", "lots"], ["recommend", "x.darshan"],
+                                  ["recommend", "x.darshan", "--fast-tier", "/no/such"],
+                                  ["recommend", "--compare", "a", "b"], ["stage", "missing.json"],
+                                  ["run", "--steps", "5:2", "x.py"], ["run", "no_such_script.py"]])
 def test_cli_argument_mistakes_exit_nonzero_without_traceback(args, tmp_path):
     r = tfdarshan_cli(*args, cwd=tmp_path)
     assert r.returncode != 0

@@ -42,17 +42,24 @@ def file_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier] = ()) -> pd
                                      "read_time", "meta_time", "current_time", "predicted_time", "saving",
                                      "rereads", "on_fast_tier"])
     p = p[p["POSIX_READS"] > 0]
-    sizes = []
-    for path, maxb in zip(p["path"], p["POSIX_MAX_BYTE_READ"]):
+    # a file read until a read returned 0 bytes was read to its end: its
+    # size is the last byte read + 1; others are asked (or, if gone, sized
+    # by what was read of them)
+    zero = (snap.extra.drop_duplicates("record_id").set_index("record_id")["ZERO_READS"]
+            .reindex(p["record_id"].to_numpy()).fillna(0).to_numpy() if len(snap.extra) else np.zeros(len(p)))
+    sizes = p["POSIX_MAX_BYTE_READ"].to_numpy(dtype=np.int64) + 1
+    for i in np.nonzero(zero == 0)[0]:
         try:
-            sizes.append(os.stat(path).st_size)
+            sizes[i] = os.stat(p["path"].iat[i]).st_size
         except OSError:
-            sizes.append(int(maxb) + 1)    # gone or elsewhere: what was read of it
-    sizes = np.asarray(sizes, dtype=np.int64)
+            pass
     current = p["POSIX_F_READ_TIME"].to_numpy() + p["POSIX_F_META_TIME"].to_numpy()
     predicted = fast.time(p["POSIX_OPENS"].to_numpy(), p["POSIX_STATS"].to_numpy(), p["POSIX_READS"].to_numpy(),
                           p["POSIX_BYTES_READ"].to_numpy())
-    on_fast = np.array([T.tier_for(x, [fast]) is not None for x in p["path"]])
+    prefix = fast.path.rstrip("/") or "/"
+    paths = p["path"].astype(object)
+    on_fast = (paths.str.startswith(prefix + "/") | (paths == prefix)).to_numpy() if prefix != "/" \
+        else np.ones(len(p), dtype=bool)
     labels = [(T.tier_for(x, tiers).label if T.tier_for(x, tiers) else "") for x in p["path"]] if tiers else ""
     saving = np.where(on_fast, 0.0, np.maximum(current - predicted, 0.0))
     return pd.DataFrame({
@@ -130,12 +137,8 @@ def _greedy(sizes: np.ndarray, values: np.ndarray, capacity: int) -> np.ndarray:
     order = np.argsort(-(values / np.maximum(sizes, 1)), kind="stable")
     csum = np.cumsum(sizes[order])
     k = int(np.searchsorted(csum, capacity, side="right"))
-    chosen = list(order[:k])
     room = capacity - (int(csum[k - 1]) if k else 0)
-    for i in order[k:]:               # top up with whatever still fits
-        if sizes[i] <= room:
-            chosen.append(i)
-            room -= int(sizes[i])
+    chosen = list(order[:k]) + list(_fill_in_order(order[k:], sizes, room))   # top up with what still fits
     best_single = int(np.argmax(np.where(sizes <= capacity, values, -1)))
     if values[best_single] > values[chosen].sum():
         chosen = [best_single]
@@ -143,11 +146,19 @@ def _greedy(sizes: np.ndarray, values: np.ndarray, capacity: int) -> np.ndarray:
 
 
 def _fill_in_order(order: np.ndarray, sizes: np.ndarray, capacity: int) -> np.ndarray:
-    chosen, room = [], capacity
-    for i in order:
+    """Take items in order while they fit, skipping those that do not."""
+    order = np.asarray(order, dtype=np.int64)
+    csum = np.cumsum(sizes[order])
+    k = int(np.searchsorted(csum, capacity, side="right"))     # the prefix that fits at once
+    chosen, room = list(order[:k]), capacity - (int(csum[k - 1]) if k else 0)
+    rest = order[k:]
+    rest = rest[sizes[rest] <= room]
+    for i in rest:
         if sizes[i] <= room:
             chosen.append(i)
             room -= int(sizes[i])
+            if room <= 0:
+                break
     return np.array(sorted(chosen), dtype=np.int64)
 
 

@@ -134,8 +134,14 @@ def stage(manifest_path, *, progress: bool = True) -> StageResult:
         else:
             todo.append(e)
     need = sum(e["size"] for e in todo)
+    root = m.get("root") or _existing_parent(todo[0]["destination"]) if todo else None
+    root_id = None
     if todo:
-        root = _existing_parent(todo[0]["destination"])
+        if not os.path.isdir(os.path.dirname(root.rstrip("/")) or "/"):
+            raise TfdarshanError(f"{root}: its parent directory does not exist; nothing copied")
+        os.makedirs(root, exist_ok=True)
+        st = os.stat(root)
+        root_id = (st.st_dev, st.st_ino)
         free = shutil.disk_usage(root).free
         if need > free:
             raise TfdarshanError(f"{root}: needs {need / 2**20:.1f} MiB free for {len(todo)} files, "
@@ -144,16 +150,26 @@ def stage(manifest_path, *, progress: bool = True) -> StageResult:
     with _native.suppressed():
         for e in todo:
             try:
+                _check_root(root, root_id)
                 _stage_one(e)
                 done[e["destination"]] = e["sha256"]
                 _write_json(state_path, {"done": done})
                 _record_mapping({e["source"]: e["destination"]})
                 result.staged.append(e)
+            except _Vanished as v:
+                # the fast tier went away (unmounted?): never recreate it on whatever is underneath
+                result.failed.extend((x, str(v)) for x in todo[todo.index(e):])
+                break
             except _Refused as r:
                 result.failed.append((e, str(r)))
             except OSError as err:
                 result.failed.append((e, f"{err.strerror or err} ({err.filename or e['destination']})"))
                 if err.errno in (28, 122):       # ENOSPC, EDQUOT: the rest will not fit either
+                    break
+                try:
+                    _check_root(root, root_id)
+                except _Vanished as v:
+                    result.failed.extend((x, str(v)) for x in todo[todo.index(e) + 1:])
                     break
             finally:
                 bar.update(e["size"])
@@ -163,6 +179,19 @@ def stage(manifest_path, *, progress: bool = True) -> StageResult:
 
 class _Refused(Exception):
     pass
+
+
+class _Vanished(Exception):
+    pass
+
+
+def _check_root(root: str, root_id) -> None:
+    try:
+        st = os.stat(root)
+    except OSError:
+        raise _Vanished(f"the staging directory {root} vanished; stopped") from None
+    if (st.st_dev, st.st_ino) != root_id:
+        raise _Vanished(f"the staging directory {root} was replaced; stopped")
 
 
 def _stage_one(e: Dict) -> None:

@@ -245,6 +245,7 @@ def evict_cache(paths: Iterable) -> int:
         except OSError:
             continue
         try:
+            os.fdatasync(fd)      # dirty pages are not dropped, only clean ones
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             n += 1
         finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import sys
 import time
 
 
@@ -98,4 +99,18 @@ def run(args: argparse.Namespace) -> int:
               f"{io * 1e3:.1f} ms in I/O calls, step took {(r.end - r.start) * 1e3:.1f} ms")
     print("\nper-file table of the profiled steps (busiest first):")
     print(report.render_text(report.file_table(snap), limit=10))
+
+    # staging advice: /dev/shm as the fast tier, a budget of 10 % of the bytes read
+    from tfdarshan import advice_report, advisor, tiers
+    from tfdarshan.stager import _write_json
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else str(root)
+    fast = tiers.probe(shm, size=8 << 20)
+    budget = max(int(snap.posix["POSIX_BYTES_READ"].sum() // 10), 4096)
+    advice = advisor.recommend(snap, fast, budget, steps=steps, source=str(session.directory))
+    _write_json(session.directory / "advice.json", advice.to_dict())
+    print(f"\nstaging advice ({shm} probed: {fast.bandwidth / 2**20:.0f} MiB/s, "
+          f"{fast.read_latency * 1e6:.1f} µs per request):")
+    print(advice_report.render_text(advice))
+    print(f"\nopen the I/O tab:\n  {sys.executable} -m tensorboard.main --logdir {tb} --host 127.0.0.1 "
+          f"--port 6006\n  then browse to http://127.0.0.1:6006/#tfdarshan")
     return 0

@@ -1,0 +1,282 @@
+"""The staging advisor: cost model, knapsack, baselines, the stager, and an
+end-to-end check on this machine's two real tiers."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tfdarshan
+from tfdarshan import advisor, counters as C
+from tfdarshan import stager
+from tfdarshan import tiers as T
+from tfdarshan.errors import TfdarshanError
+from tfdarshan.snapshot import Snapshot, empty_dxt, empty_extra, empty_values
+
+FAST = T.Tier(path="/fast", fstype="tmpfs", open_latency=2e-6, stat_latency=1e-6, read_latency=1e-6,
+              bandwidth=4e9, capacity=1 << 30)
+
+
+def snapshot_of(rows):
+    """A snapshot with POSIX rows given as dicts of counters."""
+    df = C.empty_frame("POSIX")
+    recs = []
+    for r in rows:
+        rec = {c: 0 for c in df.columns}
+        rec.update(r)
+        recs.append(rec)
+    df = pd.DataFrame(recs, columns=df.columns).astype(C.empty_frame("POSIX").dtypes.to_dict())
+    df["record_id"] = np.arange(1, len(df) + 1, dtype=np.uint64)
+    return Snapshot(df, C.empty_frame("STDIO"), empty_values(), empty_extra(), empty_dxt(),
+                    {"start": 0.0, "end": 10.0})
+
+
+# ---------------------------------------------------------------- cost model
+def test_cost_model_prediction_and_saving(tmp_path):
+    paths = []
+    for i, size in enumerate([10_000, 3_000_000]):
+        p = tmp_path / f"f{i}"
+        p.write_bytes(b"x" * size)
+        paths.append(str(p))
+    snap = snapshot_of([
+        {"path": paths[0], "POSIX_OPENS": 2, "POSIX_STATS": 1, "POSIX_READS": 4, "POSIX_BYTES_READ": 20_000,
+         "POSIX_F_READ_TIME": 0.010, "POSIX_F_META_TIME": 0.002},
+        {"path": paths[1], "POSIX_OPENS": 1, "POSIX_STATS": 0, "POSIX_READS": 12, "POSIX_BYTES_READ": 3_000_000,
+         "POSIX_F_READ_TIME": 0.0001, "POSIX_F_META_TIME": 0.0},
+    ])
+    costs = advisor.file_costs(snap, FAST)
+    # independently: opens*2us + stats*1us + reads*1us + bytes/4e9
+    want0 = 2 * 2e-6 + 1 * 1e-6 + 4 * 1e-6 + 20_000 / 4e9
+    want1 = 1 * 2e-6 + 12 * 1e-6 + 3_000_000 / 4e9
+    assert costs["predicted_time"].tolist() == pytest.approx([want0, want1])
+    assert costs["current_time"].tolist() == pytest.approx([0.012, 0.0001])
+    assert costs["size"].tolist() == [10_000, 3_000_000]          # from the files themselves
+    assert costs["rereads"].tolist() == pytest.approx([2.0, 1.0])
+    # staging never "saves" negative time
+    assert costs["saving"].tolist() == pytest.approx([0.012 - want0, 0.0])
+
+
+# ----------------------------------------------------------------- knapsack
+def test_knapsack_beats_smallest_first():
+    """Budget 10 blocks. Smallest first takes A and B (8 blocks, saves 2.1)
+    and C no longer fits; the best choice is A and C (10 blocks, saves 6.1)."""
+    b = advisor.BLOCK
+    sizes = np.array([4 * b, 4 * b, 6 * b])
+    values = np.array([1.1, 1.0, 5.0])
+    assert advisor.knapsack(sizes, values, 10 * b).tolist() == [0, 2]
+    costs = pd.DataFrame({"path": ["A", "B", "C"], "size": sizes, "saving": values,
+                          "current_time": values, "on_fast_tier": False})
+    assert advisor.under_2mb(costs, 10 * b).tolist() == [0, 1]
+    assert advisor.largest_time_first(costs, 10 * b).tolist() == [1, 2] or \
+        advisor.largest_time_first(costs, 10 * b).tolist() == [0, 2]
+
+
+@pytest.mark.parametrize("sizes, values, cap, expected", [
+    ([5, 4, 3, 2], [10, 40, 30, 50], 5, [2, 3]),        # classic: take the last two
+    ([1, 1, 1], [1, 2, 3], 2, [1, 2]),
+    ([3, 3, 3], [1, 1, 1], 2, []),                       # nothing fits
+    ([2, 2], [1, 0], 4, [0]),                            # no value, not taken
+])
+def test_knapsack_exact_selections(sizes, values, cap, expected):
+    b = advisor.BLOCK
+    got = advisor.knapsack(np.array(sizes) * b, np.array(values, dtype=float), cap * b)
+    assert sorted(got.tolist()) == expected
+
+
+def test_large_instances_keep_at_least_half_the_optimum():
+    rng = np.random.default_rng(5)
+    n = 400
+    sizes = rng.integers(1, 60, n) * advisor.BLOCK
+    values = rng.random(n) * sizes / advisor.BLOCK * rng.uniform(0.2, 2.0, n)
+    cap = int(sizes.sum() // 7)
+    exact = advisor._exact(-(-sizes // advisor.BLOCK), values, cap // advisor.BLOCK)
+    greedy = advisor._greedy(sizes, values, cap)
+    assert sizes[greedy].sum() <= cap
+    assert values[greedy].sum() >= 0.5 * values[exact].sum()
+    assert values[greedy].sum() >= 0.95 * values[exact].sum()    # in practice close to it
+
+
+# ------------------------------------------------------------------ stager
+@pytest.fixture
+def staging(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFDARSHAN_STAGING_MAP", str(tmp_path / "map.json"))
+    src = tmp_path / "src"
+    src.mkdir()
+    files = []
+    for i in range(5):
+        p = src / f"part-{i}.bin"
+        p.write_bytes(os.urandom(50_000 + i))
+        files.append(str(p))
+    root = tmp_path / "fast"
+    root.mkdir()
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps(stager.make_manifest(files, str(root))))
+    return files, root, manifest
+
+
+def test_stage_copies_verifies_and_resumes(staging):
+    files, root, manifest = staging
+    before = {f: pathlib.Path(f).read_bytes() for f in files}
+    r = stager.stage(manifest, progress=False)
+    assert r.ok and len(r.staged) == 5
+    mapped = tfdarshan.staged_paths(files)
+    for f, m in zip(files, mapped):
+        assert m != f and pathlib.Path(m).read_bytes() == before[f]
+        assert pathlib.Path(f).read_bytes() == before[f]          # sources untouched
+    again = stager.stage(manifest, progress=False)
+    assert len(again.skipped) == 5 and not again.staged
+
+
+def test_changed_source_is_refused_and_nothing_lost(staging):
+    files, root, manifest = staging
+    pathlib.Path(files[1]).write_bytes(b"different content of another size")
+    data = pathlib.Path(files[2]).read_bytes()
+    pathlib.Path(files[2]).write_bytes(bytes([data[0] ^ 1]) + data[1:])     # same size, new checksum
+    r = stager.stage(manifest, progress=False)
+    failed = {e["source"]: why for e, why in r.failed}
+    assert "size" in failed[files[1]] and "checksum" in failed[files[2]]
+    assert len(r.staged) == 3
+    dests = [e["destination"] for e in json.loads(manifest.read_text())["entries"]]
+    assert not os.path.exists(dests[1]) and not os.path.exists(dests[2])
+    assert not list(root.rglob("*.partial"))
+    assert tfdarshan.staged_paths([files[1]]) == [files[1]]
+
+
+def test_existing_destination_is_never_overwritten(staging):
+    files, root, manifest = staging
+    dest = json.loads(manifest.read_text())["entries"][0]["destination"]
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    pathlib.Path(dest).write_bytes(b"someone else's file")
+    r = stager.stage(manifest, progress=False)
+    assert any("not overwriting" in why for _, why in r.failed)
+    assert pathlib.Path(dest).read_bytes() == b"someone else's file"
+
+
+def test_unreadable_source_and_destination_vanishing(staging, monkeypatch):
+    files, root, manifest = staging
+    os.unlink(files[0])                                   # the source is gone
+    real_fsync = os.fsync
+    calls = {"n": 0}
+
+    def fsync_then_vanish(fd):
+        real_fsync(fd)
+        calls["n"] += 1
+        if calls["n"] == 2:                               # the second copy: its directory disappears
+            shutil.rmtree(root)
+    monkeypatch.setattr(stager.os, "fsync", fsync_then_vanish)
+    r = stager.stage(manifest, progress=False)
+    reasons = " ".join(why for _, why in r.failed)
+    assert "unreadable" in reasons and "vanished" in reasons
+    # one copy made it; the one in flight and the rest stopped, not re-created elsewhere
+    assert len(r.staged) == 1 and len(r.failed) == 4
+    assert not root.exists()
+    for f in files[1:]:
+        assert os.path.exists(f)                          # nothing lost at the source
+    monkeypatch.setattr(stager.os, "fsync", real_fsync)
+    root.mkdir()
+    r2 = stager.stage(manifest, progress=False)           # resumes once the place is back
+    assert len(r2.staged) + len(r2.skipped) == 4 and len(r2.failed) == 1
+
+
+def test_full_destination_is_refused_before_copying(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFDARSHAN_STAGING_MAP", str(tmp_path / "map.json"))
+    small = tmp_path / "small"
+    small.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {r.stderr.decode().strip()}")
+    try:
+        src = tmp_path / "big.bin"
+        src.write_bytes(os.urandom(1 << 20))
+        manifest = tmp_path / "m.json"
+        manifest.write_text(json.dumps(stager.make_manifest([str(src)], str(small))))
+        with pytest.raises(TfdarshanError, match="free"):
+            stager.stage(manifest, progress=False)
+        assert not any(small.rglob("*"))
+    finally:
+        subprocess.run(["umount", str(small)])
+
+
+def test_capacity_smaller_than_any_file(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(b"x" * 100_000)
+    snap = snapshot_of([{"path": str(p), "POSIX_OPENS": 1, "POSIX_READS": 2, "POSIX_BYTES_READ": 100_000,
+                         "POSIX_F_READ_TIME": 0.5}])
+    a = advisor.recommend(snap, FAST, capacity=1000)
+    assert len(a.chosen) == 0
+    from tfdarshan.advice_report import render_text
+    assert "Nothing worth staging" in render_text(a)
+
+
+@pytest.mark.parametrize("text", ["[[tier]]\npath = 1", "[[tier]]\nbandwidth = -3\npath='/x'", "not toml ===",
+                                  "[other]\nx=1", "[[tier]]\npath='/x'\nopen_latency='fast'"])
+def test_bad_tier_toml(tmp_path, text):
+    f = tmp_path / "t.toml"
+    f.write_text(text)
+    with pytest.raises(TfdarshanError) as e:
+        T.load_toml(f)
+    assert str(f) in str(e.value)
+
+
+def test_declared_tier_toml(tmp_path):
+    f = tmp_path / "t.toml"
+    f.write_text('[[tier]]\npath = "/mnt/nvme"\nname = "NVMe"\ncapacity = "800G"\nbandwidth = "3G"\n'
+                 'read_latency = 80e-6\nopen_latency = 2e-5\n')
+    (t,) = T.load_toml(f)
+    assert (t.path, t.name, t.capacity, t.bandwidth, t.read_latency) == ("/mnt/nvme", "NVMe", 800 << 30,
+                                                                          3 << 30, 80e-6)
+
+
+# -------------------------------------------------- end to end, real tiers
+def test_end_to_end_on_disk_and_shm(tf, tmp_path, monkeypatch):
+    """Profile reads of cold files on the ext4 disk, recommend under a
+    budget, stage to /dev/shm, re-run: the staged files' input time drops by
+    about what was predicted (within 50 %)."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm on this machine")
+    monkeypatch.setenv("TFDARSHAN_STAGING_MAP", str(tmp_path / "map.json"))
+    rng = np.random.default_rng(0)
+    data = tmp_path / "data"
+    data.mkdir()
+    paths = []
+    for i in range(48):
+        size = int(rng.integers(20_000, 200_000)) if i % 4 else int(rng.integers(1_000_000, 2_500_000))
+        p = data / f"sample-{i:03d}.bin"
+        p.write_bytes(rng.bytes(size))
+        paths.append(str(p))
+    fast_root = tempfile.mkdtemp(prefix="tfd-e2e-", dir="/dev/shm")
+    try:
+        fast = T.probe(fast_root, size=8 << 20)
+
+        def run(files):
+            T.evict_cache(paths)           # the disk tier, cold
+            with tfdarshan.profile(trace=False) as prof:
+                ds = tf.data.Dataset.from_tensor_slices(files).map(tf.io.read_file, num_parallel_calls=2)
+                for _ in ds:
+                    pass
+            return prof.snapshot
+
+        before = run(paths)
+        total = sum(os.path.getsize(p) for p in paths)
+        advice = advisor.recommend(before, fast, capacity=total // 3)
+        chosen = [advice.costs["path"].iat[i] for i in advice.chosen]
+        assert chosen and advice.bytes(advice.chosen) <= total // 3
+        predicted = advice.saving(advice.chosen)
+        assert predicted >= advice.saving(advice.baselines["under_2mb"]) - 1e-9
+        manifest = tmp_path / "manifest.json"
+        manifest.write_text(json.dumps(stager.make_manifest(chosen, fast_root)))
+        assert stager.stage(manifest, progress=False).ok
+        after = run(tfdarshan.staged_paths(paths))
+        mapping = {e["source"]: e["destination"] for e in json.loads(manifest.read_text())["entries"]}
+        r = advisor.compare_runs(before, after, mapping, predicted)
+        print("e2e compare:", {k: round(v, 5) if isinstance(v, float) else v for k, v in r.items()})
+        assert r["achieved_saving"] > 0
+        assert 0.5 <= r["achieved_over_predicted"] <= 1.5, r
+    finally:
+        shutil.rmtree(fast_root, ignore_errors=True)
