@@ -104,9 +104,11 @@ def knapsack(sizes: np.ndarray, values: np.ndarray, capacity: int) -> np.ndarray
         return np.zeros(0, dtype=np.int64)
     if sizes[cand].sum() <= capacity:
         return cand
-    units = capacity // BLOCK
-    if units > 0 and len(cand) * (units + 1) <= DP_CELLS:
-        return cand[_exact(-(-sizes[cand] // BLOCK), values[cand], units)]
+    # exact over capacity units as fine as the table allows; sizes round up,
+    # the capacity down, so the choice always fits
+    unit = max(1, -(-capacity * len(cand) // DP_CELLS))
+    if unit <= BLOCK:
+        return cand[_exact(-(-sizes[cand] // unit), values[cand], capacity // unit)]
     return cand[_greedy(sizes[cand], values[cand], capacity)]
 
 

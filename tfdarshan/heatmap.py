@@ -106,16 +106,18 @@ class Accumulator:
         self.width = INITIAL_WIDTH
         self.bins = np.zeros((len(KINDS), MAX_BINS), dtype=np.int64)
 
-    def add(self, rows: pd.DataFrame) -> None:
-        if rows.empty:
+    def add_fine(self, bins: np.ndarray, width: float) -> None:
+        """The shim's (bin number, kind, bytes) rows, bins of `width` seconds."""
+        if len(bins) == 0:
             return
-        last = (rows["start"] + rows["width"]).max()
+        start = bins[:, 0] * width
+        last = float(start.max()) + width
         while last > self.width * MAX_BINS:
             self.bins = self.bins.reshape(len(KINDS), MAX_BINS // 2, 2).sum(axis=2)
             self.bins = np.concatenate([self.bins, np.zeros_like(self.bins)], axis=1)
             self.width *= 2
-        idx = np.clip((rows["start"].to_numpy() / self.width + 1e-9).astype(np.int64), 0, MAX_BINS - 1)
-        np.add.at(self.bins, (rows["kind"].to_numpy().astype(np.int64), idx), rows["bytes"].to_numpy())
+        idx = np.clip((start / self.width + 1e-9).astype(np.int64), 0, MAX_BINS - 1)
+        np.add.at(self.bins, (bins[:, 1].astype(np.int64), idx), bins[:, 2])
 
     def rows(self) -> pd.DataFrame:
         k, i = np.nonzero(self.bins)

@@ -41,42 +41,43 @@ class Interval:
         return self.after[:, R[field]] - self.before[:, R[field]]
 
 
+# column groups of the extremes, by how they combine
+_FIRST = [j for j, f in enumerate(EXT_FIELDS) if f.endswith("_START")]
+_TIMED = [j for j, f in enumerate(EXT_FIELDS) if f in ("MAX_READ_TIME", "MAX_WRITE_TIME")]
+_SIZES = [j + 1 for j in _TIMED]
+_MAX = [j for j in range(NE) if j not in _FIRST and j not in _SIZES]
+_BIG = np.iinfo(np.int64).max
+
+
 def combine_extremes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Extremes over two spans, row by row (Darshan's rules)."""
+    """Extremes over two spans, row by row (Darshan's rules): maxima and
+    last times take the larger, first times the earlier non-zero, and the
+    slowest call's size follows its time."""
     out = np.maximum(a, b)
-    for j, f in enumerate(EXT_FIELDS):
-        if f.endswith("_START"):
-            both = (a[:, j] != 0) & (b[:, j] != 0)
-            out[:, j] = np.where(both, np.minimum(a[:, j], b[:, j]), a[:, j] + b[:, j])
-        elif f in ("MAX_READ_TIME", "MAX_WRITE_TIME"):
-            out[:, j + 1] = np.where(b[:, j] > a[:, j], b[:, j + 1], a[:, j + 1])
+    fa, fb = a[:, _FIRST], b[:, _FIRST]
+    out[:, _FIRST] = np.where((fa != 0) & (fb != 0), np.minimum(fa, fb), fa + fb)
+    later = b[:, _TIMED] > a[:, _TIMED]
+    out[:, _SIZES] = np.where(later, b[:, _SIZES], a[:, _SIZES])
     return out
 
 
 def fold_extremes(index: np.ndarray, ext: np.ndarray):
-    """Combine interval extremes of the same record (Darshan's rules)."""
+    """Combine the extremes of rows with the same record index."""
     if len(index) == 0:
         return index, ext
-    order = np.lexsort((index,))
+    order = np.argsort(index, kind="stable")
     index, ext = index[order], ext[order]
     uniq, starts = np.unique(index, return_index=True)
-    out = np.zeros((len(uniq), NE), dtype=np.int64)
-    big = np.iinfo(np.int64).max
-    for j, f in enumerate(EXT_FIELDS):
-        col = ext[:, j]
-        if f.endswith("_START"):
-            m = np.minimum.reduceat(np.where(col == 0, big, col), starts)
-            out[:, j] = np.where(m == big, 0, m)
-        elif f in ("MAX_READ_TIME", "MAX_WRITE_TIME"):
-            # the slowest call and its size travel together
-            ends = np.append(starts[1:], len(index))
-            for g, (s, e) in enumerate(zip(starts, ends)):
-                k = s + int(np.argmax(col[s:e]))
-                out[g, j], out[g, j + 1] = col[k], ext[k, j + 1]
-        elif f.endswith("_SIZE"):
-            continue
-        else:
-            out[:, j] = np.maximum.reduceat(col, starts)
+    out = np.empty((len(uniq), NE), dtype=np.int64)
+    out[:, _MAX] = np.maximum.reduceat(ext[:, _MAX], starts, axis=0)
+    m = np.minimum.reduceat(np.where(ext[:, _FIRST] == 0, _BIG, ext[:, _FIRST]), starts, axis=0)
+    out[:, _FIRST] = np.where(m == _BIG, 0, m)
+    group = np.repeat(np.arange(len(uniq)), np.diff(np.append(starts, len(index))))
+    for t, size in zip(_TIMED, _SIZES):
+        # the slowest call of each group, and its size
+        k = np.lexsort((ext[:, t], group))
+        last = np.append(starts[1:], len(index)) - 1
+        out[:, size] = ext[k[last], size]
     return uniq, out
 
 
@@ -202,8 +203,9 @@ class Recorder:
                     self._values[int(i)] = part
             self._meta.update(folded_files=got.folded_files, trace_dropped=got.trace_dropped,
                               threads=got.n_threads, seq=got.epoch, heat_unbinned=got.heat_unbinned)
-            heat = H.from_fine(got.heat, got.heat_bin_ticks / self._clock.ticks_per_second)
-            self._heat.add(heat)
+            # heat stays numpy here: this runs at every step boundary
+            heat = (got.heat, got.heat_bin_ticks / self._clock.ticks_per_second)
+            self._heat.add_fine(*heat)
             if len(idx):
                 self._log.append([got.epoch, idx, got.rows[:, I0:I0 + NE].copy()])
             self._compact()
@@ -331,7 +333,7 @@ class Window:
     def __init__(self, recorder: Recorder):
         self._rec = recorder
         self._segments: List[np.ndarray] = []
-        self._heat: List[pd.DataFrame] = []
+        self._heat: List[tuple] = []
         with recorder._lock:
             self.start = recorder.snapshot()
             recorder._windows.add(self)
@@ -340,7 +342,7 @@ class Window:
     def _feed(self, interval: Interval) -> None:
         if len(interval.segments):
             self._segments.append(interval.segments)
-        if len(interval.heat):
+        if len(interval.heat[0]):
             self._heat.append(interval.heat)
 
     def close(self) -> Snapshot:
@@ -349,7 +351,8 @@ class Window:
             end = rec.snapshot()
             rec._windows.discard(self)
         snap = end - self.start
-        heat = H.compact(pd.concat(self._heat, ignore_index=True)) if self._heat else H.empty()
+        heat = H.compact(pd.concat([H.from_fine(b, w) for b, w in self._heat], ignore_index=True)) \
+            if self._heat else H.empty()
         snap = dataclasses.replace(snap, _heat=heat)
         if self._segments:
             s = np.concatenate(self._segments)

@@ -1,0 +1,51 @@
+"""Run the case studies and write case_studies/RESULTS.md.
+
+    python -m case_studies [--scale tiny|small|paper] [--study imagenet|malware|all]
+                           [--workdir DIR] [--results FILE]
+
+--scale small (the default) takes minutes on a 2-core machine; --scale paper
+generates the papers' sizes (128,000 images; 10,868 malware samples)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import time
+
+HERE = pathlib.Path(__file__).parent
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m case_studies", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", choices=["tiny", "small", "paper"], default="small")
+    ap.add_argument("--study", choices=["imagenet", "malware", "all"], default="all")
+    ap.add_argument("--workdir", default=str(HERE / "work"), help="where data sets are generated")
+    ap.add_argument("--results", default=str(HERE / "RESULTS.md"))
+    args = ap.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from case_studies import results as R
+    from case_studies.runner import SCALES, STUDIES, run_study
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        print("case studies need root and /dev/fuse to mount the slow FUSE tier", file=sys.stderr)
+        return 2
+    start = time.time()
+    out = []
+    for study in (STUDIES if args.study == "all" else [args.study]):
+        out.append(run_study(SCALES[args.scale][study], pathlib.Path(args.workdir)))
+    elapsed = time.time() - start
+    res = pathlib.Path(args.results)
+    (res.parent / "results").mkdir(parents=True, exist_ok=True)
+    (res.parent / "results" / f"results-{args.scale}.json").write_text(json.dumps(out, indent=1))
+    images = R.plots(out, res.parent / "results")
+    command = "make case-studies" if args.scale == "small" and args.study == "all" else \
+        f"python -m case_studies --scale {args.scale} --study {args.study}"
+    res.write_text(R.markdown(out, command, images, elapsed))
+    print(f"wrote {res}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
