@@ -10,7 +10,7 @@ SOURCES := pyproject.toml setup.py $(wildcard native/*.c native/*.h native/*.def
 # Debian's Chromium and ChromeDriver for the tab's browser tests
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test bench install browser clean
+.PHONY: demo test bench install browser system-deps case-studies clean
 
 install: $(STAMP)
 
@@ -19,18 +19,26 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip setuptools wheel
 
 $(STAMP): $(BIN)/python $(SOURCES)
-	$(BIN)/pip install -q -e ".[tf-cpu,test]"
+	$(BIN)/pip install -q -e ".[tf-cpu,test,case-studies]"
 	touch $@
 
 demo: $(STAMP)
 	$(BIN)/python -m tfdarshan demo --logdir demo_logs
 
-browser:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
-	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver)
+# Debian packages: Chromium for the tab's browser tests, FUSE for the case
+# studies' slow tier
+system-deps:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && \
+	  [ -e /usr/lib/x86_64-linux-gnu/libfuse.so.2 -o -e /usr/lib/aarch64-linux-gnu/libfuse.so.2 ] || \
+	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver fuse3 libfuse2)
 
-test: $(STAMP) browser
+browser: system-deps
+
+test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q
+
+case-studies: $(STAMP) system-deps
+	$(BIN)/python -m case_studies --scale small
 
 bench: $(STAMP) browser
 	$(BIN)/python benchmarks/bench_pread.py

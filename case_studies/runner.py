@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import pathlib
@@ -92,12 +93,19 @@ def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, l
         tfdarshan.detach()
         t = time.perf_counter()
         model.fit(ds, epochs=1, verbose=0)
-        return Run(label, time.perf_counter() - t, 0, 0.0, 0, 0.0)
+        wall = time.perf_counter() - t
+        del model, ds
+        gc.collect()
+        return Run(label, wall, 0, 0.0, 0, 0.0)
     tfdarshan.attach()
     t = time.perf_counter()
     with tfdarshan.profile(trace=False) as prof:
         model.fit(ds, epochs=1, verbose=0, callbacks=[IOProfileCallback()])
     wall = time.perf_counter() - t
+    # Keras keeps an iterator for a next epoch whose prefetch threads read on
+    # in the background: release it, or its reads land in the next run
+    del model, ds
+    gc.collect()
     snap = prof.snapshot
     files = set(data_files or paths)
     p = snap.posix[snap.posix["path"].isin(files)]

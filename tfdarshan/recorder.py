@@ -331,7 +331,9 @@ class Window:
     per-operation trace gathered while it was open."""
 
     def __init__(self, recorder: Recorder):
+        from tfdarshan import coverage
         self._rec = recorder
+        self._io_start = coverage.proc_io()
         self._segments: List[np.ndarray] = []
         self._heat: List[tuple] = []
         with recorder._lock:
@@ -351,6 +353,8 @@ class Window:
             end = rec.snapshot()
             rec._windows.discard(self)
         snap = end - self.start
+        from tfdarshan import coverage
+        snap.meta["coverage"] = coverage.share(snap, self._io_start, coverage.proc_io())
         heat = H.compact(pd.concat([H.from_fine(b, w) for b, w in self._heat], ignore_index=True)) \
             if self._heat else H.empty()
         snap = dataclasses.replace(snap, _heat=heat)

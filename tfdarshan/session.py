@@ -127,6 +127,9 @@ class ProfileSession:
         out: Dict[str, pathlib.Path] = {}
         snap = self.snapshot
         meta = {"steps": _step_range(self.steps), "source": self.label}
+        cov = (snap.meta.get("coverage") or {}).get("share")
+        if cov is not None:
+            meta["coverage"] = f"{cov:.4f}"
         tf_version = _tensorflow_version()
         if tf_version:
             meta["tensorflow"] = tf_version
@@ -139,6 +142,9 @@ class ProfileSession:
             paths.update(dict(zip(snap.stdio["record_id"], snap.stdio["path"])))
             files["path"] = pd.Series([paths.get(r, "") for r in files["record_id"]], dtype=object)
             files["mount"] = [(M.mount_of(p, mts).point if M.mount_of(p, mts) else "") for p in files["path"]]
+            if snap.meta.get("coverage"):
+                out["coverage"] = run_dir / f"{stem}.coverage.json"
+                out["coverage"].write_text(json.dumps(snap.meta["coverage"]))
             out["steps"] = _write_parquet(self.steps, run_dir / f"{stem}.steps.parquet")
             out["step_files"] = _write_parquet(files, run_dir / f"{stem}.step_files.parquet")
             xp = run_dir / f"{socket.gethostname()}.xplane.pb"

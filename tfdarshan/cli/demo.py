@@ -99,6 +99,13 @@ def run(args: argparse.Namespace) -> int:
               f"{io * 1e3:.1f} ms in I/O calls, step took {(r.end - r.start) * 1e3:.1f} ms")
     print("\nper-file table of the profiled steps (busiest first):")
     print(report.render_text(report.file_table(snap), limit=10))
+    import json
+    cov = json.loads((session.directory / f"{session.hosts[0]}.coverage.json").read_text()) \
+        if (session.directory / f"{session.hosts[0]}.coverage.json").exists() else None
+    if cov and cov.get("share") is not None:
+        print(f"coverage: these counters hold {100 * cov['share']:.0f} % of the bytes the kernel counted for "
+              f"the process in the window (the rest: pipes, sockets, excluded files, mmap; see "
+              f"tfdarshan.coverage.BLIND_SPOTS)")
 
     # staging advice: /dev/shm as the fast tier, a budget of 10 % of the bytes read
     from tfdarshan import advice_report, advisor, tiers

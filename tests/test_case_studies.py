@@ -1,0 +1,61 @@
+"""A tiny configuration of both case studies, end to end (slow FUSE tier,
+profile, recommend, stage to /dev/shm, re-run), asserting what must hold at
+any scale."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def _fuse_ready():
+    if os.geteuid() != 0:
+        return "mounting the slow FUSE tier needs root"
+    if not os.path.exists("/dev/fuse"):
+        return "no /dev/fuse on this machine"
+    try:
+        import fuse  # noqa: F401  (fusepy loads libfuse2 here)
+    except (ImportError, OSError, EnvironmentError) as e:
+        return f"fusepy or libfuse2 missing (make test installs them): {e}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def tiny_results(tmp_path_factory):
+    why = _fuse_ready()
+    if why:
+        pytest.skip(why)
+    d = tmp_path_factory.mktemp("cases")
+    r = subprocess.run([sys.executable, "-m", "case_studies", "--scale", "tiny", "--workdir", str(d / "work"),
+                        "--results", str(d / "RESULTS.md")], capture_output=True, text=True, timeout=850)
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = json.loads((d / "results" / "results-tiny.json").read_text())
+    assert (d / "results" / "imagenet.png").exists() and (d / "results" / "malware.png").exists()
+    assert "Case studies: results" in (d / "RESULTS.md").read_text()
+    return {r["config"]["study"]: r for r in results}
+
+
+@pytest.mark.parametrize("study", ["imagenet", "malware"])
+def test_findings_that_hold_at_any_scale(tiny_results, study):
+    f = tiny_results[study]["findings"]
+    assert f["files_read"] == f["files"]
+    assert f["opens_per_file"] == [1], "every file is opened once per epoch"
+    assert f["zero_reads_per_file"] == [1], "TensorFlow reads once more at the end of every file"
+    assert f["reads_under_100"] == f["files"]
+
+
+@pytest.mark.parametrize("study", ["imagenet", "malware"])
+def test_staging_is_never_slower(tiny_results, study):
+    r = tiny_results[study]
+    runs = r["runs"]
+    before = runs[f"{r['config']['readers']} readers"]["bandwidth"]
+    for name in ("recommended", "under 2 MB"):
+        # the staged files moved to /dev/shm; allow for noise in the rest
+        assert runs[name]["bandwidth"] >= 0.9 * before, (name, runs[name]["bandwidth"], before)
+        assert r["staging"][name]["predicted_gain"] >= 0
+    # the knapsack never predicts less than the simple rule under the same budget
+    assert r["staging"]["recommended"]["predicted_gain"] >= r["staging"]["under 2 MB"]["predicted_gain"] - 1e-9
