@@ -9,6 +9,13 @@ def _mib(b):
     return f"{b / 2**20:.1f} MiB"
 
 
+def _per_value(files_per_value) -> str:
+    """'1 (1499 files), 0 (1 file)'; older results stored the set of values."""
+    if isinstance(files_per_value, list):
+        return "= " + ", ".join(map(str, files_per_value))
+    return ", ".join(f"{v} ({n} file{'s' if n != 1 else ''})" for v, n in files_per_value.items())
+
+
 def plots(results: List[Dict], outdir: pathlib.Path) -> Dict[str, str]:
     import matplotlib
     matplotlib.use("Agg")
@@ -63,8 +70,9 @@ def markdown(results: List[Dict], command: str, images: Dict[str, str], elapsed:
                 f"| fast (/dev/shm) | {fast['open_latency'] * 1e6:.1f} µs | {fast['read_latency'] * 1e6:.2f} µs | "
                 f"{fast['bandwidth'] / 2**20:.0f} MiB/s |", "",
                 "Findings (the paper's observations, measured):", "",
-                f"- every file opened once per epoch: opens per file = {f['opens_per_file']}",
-                f"- a zero-length read after every file: zero-byte reads per file = {f['zero_reads_per_file']}",
+                f"- every file opened once per epoch: opens per file {_per_value(f['opens_per_file'])}",
+                f"- a zero-length read after every file: zero-byte reads per file "
+                f"{_per_value(f['zero_reads_per_file'])}",
                 f"- reads under 100 bytes: {f['reads_under_100']} of {f['reads']} "
                 f"({100 * f['share_under_100']:.0f} %), all of them the end-of-file reads",
                 f"- sequential reads: {100 * f['sequential']:.0f} %; mean request "

@@ -41,11 +41,17 @@ def tiny_results(tmp_path_factory):
 
 @pytest.mark.parametrize("study", ["imagenet", "malware"])
 def test_findings_that_hold_at_any_scale(tiny_results, study):
-    f = tiny_results[study]["findings"]
+    r = tiny_results[study]
+    f = r["findings"]
+    # files still being read by the parallel readers when the window closed
+    # may miss their final zero-length read, no more than one per reader
+    in_flight = r["config"]["readers"]
     assert f["files_read"] == f["files"]
-    assert f["opens_per_file"] == [1], "every file is opened once per epoch"
-    assert f["zero_reads_per_file"] == [1], "TensorFlow reads once more at the end of every file"
-    assert f["reads_under_100"] == f["files"]
+    assert f["opens_per_file"] == {"1": f["files"]}, "every file is opened once per epoch"
+    zero = f["zero_reads_per_file"]
+    assert zero.get("1", 0) >= f["files"] - in_flight and set(zero) <= {"0", "1"}, \
+        "TensorFlow reads once more at the end of every file"
+    assert f["files"] - in_flight <= f["reads_under_100"] <= f["files"]
 
 
 @pytest.mark.parametrize("study", ["imagenet", "malware"])

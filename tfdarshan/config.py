@@ -87,4 +87,20 @@ def settings(include: Optional[Sequence[str]] = None, exclude: Optional[Sequence
         record_cap=record_cap or _env_int("TFDARSHAN_RECORD_CAP", DEFAULT_RECORD_CAP),
         trace=bool(trace),
         trace_memory=trace_memory or _env_int("TFDARSHAN_TRACE_MEMORY", DEFAULT_TRACE_MEMORY),
-        chain_library=os.environ.get("TFDARSHAN_LIBDARSHAN") or None)
+        chain_library=os.environ.get("TFDARSHAN_LIBDARSHAN") or loaded_site_darshan())
+
+
+def loaded_site_darshan() -> Optional[str]:
+    """The site's Darshan runtime when it is already in the process (usually
+    LD_PRELOADed by the site), so that our wrappers call through it and its
+    log is still written. Darshan's log library from the wheel
+    (libdarshan-util-*.so) is not a runtime and does not match."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").split(None, 5)[-1]
+                if os.path.basename(path).startswith("libdarshan.so"):
+                    return path
+    except OSError:
+        pass
+    return None
