@@ -31,6 +31,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <fcntl.h>
 
 /* ------------------------------------------------------------------ fields */
 
@@ -140,7 +141,9 @@ struct tfd_rec {
     int64_t mode, renamed_from;
     /* dirty tracking */
     int64_t dirty_epoch;
-    tfd_rec *dirty_next;
+    /* by interval parity: writers of the next interval push the record
+     * while the collector still walks the list of the one it closed */
+    tfd_rec *dirty_next[2];
     tfd_shard *shards;
 };
 
@@ -386,7 +389,7 @@ static void mark_dirty(tfd_rec *r, int64_t e)
             tfd_rec **list = &dirty[e & 1];
             tfd_rec *head = __atomic_load_n(list, __ATOMIC_RELAXED);
             do
-                r->dirty_next = head;
+                r->dirty_next[e & 1] = head;
             while (!__atomic_compare_exchange_n(list, &head, r, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
             return;
         }
@@ -1067,21 +1070,22 @@ void tfd_posix_sync(int fd, int data_only, uint64_t t1, uint64_t t2)
     end(&u);
 }
 
+/* Forget the descriptor before the real close: once closed, another thread
+ * may get the same number from open() (for the same file, even) and map it,
+ * and forgetting afterwards would drop that thread's mapping. Linux frees the
+ * descriptor even when close fails, so forgetting first is never wrong. */
 void *tfd_posix_close_begin(int fd)
 {
-    return posix_rec(fd);
+    tfd_rec **slot = posix_slot(fd, 0);
+    return slot ? __atomic_exchange_n(slot, NULL, __ATOMIC_ACQ_REL) : NULL;
 }
 
 void tfd_posix_close_end(int fd, void *token, uint64_t t1, uint64_t t2)
 {
     tfd_rec *r = token;
+    (void)fd;
     if (!r)
         return;
-    /* forget the fd only if no other thread reused it meanwhile */
-    tfd_rec **slot = posix_slot(fd, 0);
-    tfd_rec *expected = r;
-    if (slot)
-        __atomic_compare_exchange_n(slot, &expected, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
     update u;
     if (!begin(&u, r))
         return;
@@ -1218,22 +1222,26 @@ void tfd_stdio_seek(FILE *stream, int64_t newoff, uint64_t t1, uint64_t t2)
     end(&u);
 }
 
+/* As for close: forget the stream and its descriptor before the real
+ * fclose, which frees both for reuse by other threads. */
 void *tfd_stdio_close_begin(FILE *stream, int *fd)
 {
     *fd = stream ? fileno_unlocked(stream) : -1;
-    return stdio_rec(stream);
+    tfd_rec *r = stdio_rec(stream);
+    stream_slot *s = stdio_slot(*fd, 0);
+    if (s)
+        __atomic_store_n(&s->stream, NULL, __ATOMIC_RELEASE);
+    /* fclose closes the descriptor inside libc: forget any POSIX mapping */
+    tfd_rec **ps = posix_slot(*fd, 0);
+    if (ps)
+        __atomic_store_n(ps, NULL, __ATOMIC_RELEASE);
+    return r;
 }
 
 void tfd_stdio_close_end(int fd, void *token, uint64_t t1, uint64_t t2)
 {
     tfd_rec *r = token;
-    stream_slot *s = stdio_slot(fd, 0);
-    if (s)
-        __atomic_store_n(&s->stream, NULL, __ATOMIC_RELEASE);
-    /* fclose closed the descriptor inside libc: forget any POSIX mapping */
-    tfd_rec **ps = posix_slot(fd, 0);
-    if (ps)
-        __atomic_store_n(ps, NULL, __ATOMIC_RELEASE);
+    (void)fd;
     update u;
     if (!r || !begin(&u, r))
         return;
@@ -1319,10 +1327,23 @@ out:
     return rc;
 }
 
-/* Descriptors that were open before attach: attribute them through
- * /proc/self/fd, without counting an open Darshan never saw. */
-void tfd_records_scan_open_fds(void)
+/* Called by attach before any slot is patched. Descriptors may have been
+ * closed and their numbers reused while we were detached, so the mappings
+ * are rebuilt: every open descriptor is attributed through /proc/self/fd
+ * (without counting an open Darshan never saw), and streams whose descriptor
+ * is gone are forgotten. */
+void tfd_records_sync_open_fds(void)
 {
+    for (int hi = 0; hi < FD_TOP; hi++) {
+        tfd_rec **chunk = __atomic_load_n(&fd_posix[hi], __ATOMIC_ACQUIRE);
+        stream_slot *streams = __atomic_load_n(&fd_stdio[hi], __ATOMIC_ACQUIRE);
+        for (int lo = 0; lo < FD_CHUNK && (chunk || streams); lo++) {
+            if (chunk)
+                __atomic_store_n(&chunk[lo], NULL, __ATOMIC_RELEASE);
+            if (streams && streams[lo].stream && fcntl(hi * FD_CHUNK + lo, F_GETFD) == -1)
+                __atomic_store_n(&streams[lo].stream, NULL, __ATOMIC_RELEASE);
+        }
+    }
     DIR *d = opendir("/proc/self/fd");
     if (!d)
         return;
@@ -1668,7 +1689,7 @@ int tfd_collect(tfd_collect_result *out)
     __atomic_store_n(&epoch, closed + 1, __ATOMIC_SEQ_CST);
     wait_for_writers();
     tfd_rec *list = __atomic_exchange_n(&dirty[closed & 1], NULL, __ATOMIC_ACQUIRE);
-    for (tfd_rec *r = list; r && rc == 0; r = r->dirty_next)
+    for (tfd_rec *r = list; r && rc == 0; r = r->dirty_next[closed & 1])
         rc = collect_record(r, closed, &rows, &vals);
     if (rc == 0)
         rc = collect_trace(&segs, &out->trace_dropped, closed);

@@ -130,10 +130,12 @@ int tfd_attach(const tfd_config *config, char *err, size_t err_len)
         rc = -1;
         goto out;
     }
+    /* while no wrapper can change them: descriptors opened, closed or
+     * reused while we were detached */
+    tfd_records_sync_open_fds();
     /* record from the first patched call on */
     __atomic_store_n(&tfd_attached, 1, __ATOMIC_SEQ_CST);
     tfd_patch_loaded_objects();
-    tfd_records_scan_open_fds();
     __atomic_add_fetch(&generation, 1, __ATOMIC_SEQ_CST);
 out:
     pthread_mutex_unlock(&attach_lock);

@@ -67,7 +67,7 @@ void tfd_patch_atfork_child(void) TFD_HIDDEN;
 /* ---- records.c: the recording runtime */
 extern volatile int tfd_attached TFD_HIDDEN;
 int tfd_records_init(const tfd_config *config, char *err, size_t err_len) TFD_HIDDEN;
-void tfd_records_scan_open_fds(void) TFD_HIDDEN;
+void tfd_records_sync_open_fds(void) TFD_HIDDEN;
 int tfd_recording(void) TFD_HIDDEN;
 
 void tfd_posix_open(int fd, int dirfd, const char *path, int64_t mode, uint64_t t1, uint64_t t2) TFD_HIDDEN;
