@@ -14,6 +14,7 @@ import os
 import pathlib
 import threading
 import time
+import urllib.parse
 
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
@@ -155,6 +156,7 @@ def _json(request, payload, code=200):
 
 
 def _param(request, name, required=True):
+    _check_utf8(request)
     value = request.args.get(name)
     if value is None:
         if required:
@@ -162,10 +164,19 @@ def _param(request, name, required=True):
         return None
     if len(value) > MAX_PARAM:
         raise BadRequest(f"parameter {name!r} is too long")
-    # werkzeug replaces undecodable bytes with U+FFFD: names must be clean text
+    # U+FFFD is what some werkzeug versions make of undecodable bytes: names must be clean text
     if "\ufffd" in value or any(ord(c) < 0x20 for c in value):
         raise BadRequest(f"parameter {name!r} is not valid text")
     return value
+
+
+def _check_utf8(request):
+    """Names are UTF-8. werkzeug 3 leaves percent-escapes that are not UTF-8
+    as text ("%FF"), which would then name a run literally called "%FF"."""
+    try:
+        urllib.parse.unquote_to_bytes(request.query_string).decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("the query is not valid UTF-8") from None
 
 
 def _int(request, name, default, lo, hi):

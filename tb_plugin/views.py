@@ -114,6 +114,8 @@ def files(d: SessionData, sort: str = "bytes_read", order: str = "desc", offset:
         t = t[t["path"].str.contains(query, regex=False, na=False)]
     if sort not in FILE_COLUMNS:
         raise ValueError(f"cannot sort by {sort!r}")
+    if order not in ("asc", "desc"):
+        raise ValueError(f"order must be asc or desc, not {order!r}")
     t = t.sort_values(sort, ascending=(order == "asc"), kind="stable", na_position="last")
     page = t.iloc[offset: offset + limit]
     rows = [[_clean(v) for v in row] for row in page[FILE_COLUMNS].itertuples(index=False)]

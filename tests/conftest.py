@@ -55,4 +55,6 @@ def iostress(tmp_path_factory):
                                ctypes.c_void_p, ctypes.POINTER(ctypes.c_long)]
     lib.read_whole.argtypes = [ctypes.c_char_p]
     lib.read_whole.restype = ctypes.c_long
+    lib.link_tree.restype = lib.read_tree.restype = ctypes.c_long
+    lib.link_tree.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_long]
     return lib

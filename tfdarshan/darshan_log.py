@@ -140,18 +140,30 @@ def _module_buffer(module: str, frame: pd.DataFrame, t0: float) -> bytes:
 
 
 def _dxt_buffer(dxt: pd.DataFrame, t0: float, hostname: str) -> bytes:
-    parts = []
+    """One DXT record per file: header, its writes, then its reads, as DXT
+    stores them. Vectorised: a long trace has millions of segments."""
+    op = dxt["op"].to_numpy()
+    keep = (op == "read") | (op == "write")
+    if not keep.any():
+        return b""
+    rid = dxt["record_id"].to_numpy()[keep]
+    is_read = (op[keep] == "read")
+    order = np.lexsort((np.arange(len(rid)), is_read, rid))   # by file, writes first, in trace order
+    seg = np.zeros(len(order), dtype=SEGMENT)
+    for field in ("offset", "length"):
+        seg[field] = dxt[field].to_numpy()[keep][order]
+    for field in ("start", "end"):
+        seg[field] = np.maximum(dxt[field].to_numpy()[keep][order] - t0, 0.0)
+    rid, is_read = rid[order], is_read[order]
+    files, starts, counts = np.unique(rid, return_index=True, return_counts=True)
+    reads = np.add.reduceat(is_read.astype(np.int64), starts)
     host = hostname.encode()[:63]
-    for rid, g in dxt.groupby("record_id", sort=True):
-        writes = g[g["op"] == "write"]
-        reads = g[g["op"] == "read"]
-        parts.append(DXT_HEADER.pack(int(rid), 0, 0, host, len(writes), len(reads)))
-        for part in (writes, reads):    # writes first, then reads, as DXT stores them
-            seg = np.zeros(len(part), dtype=SEGMENT)
-            seg["offset"], seg["length"] = part["offset"].to_numpy(), part["length"].to_numpy()
-            seg["start"] = np.maximum(part["start"].to_numpy() - t0, 0.0)
-            seg["end"] = np.maximum(part["end"].to_numpy() - t0, 0.0)
-            parts.append(seg.tobytes())
+    body = seg.tobytes()
+    size = SEGMENT.itemsize
+    parts = []
+    for f, start, count, nread in zip(files.tolist(), starts.tolist(), counts.tolist(), reads.tolist()):
+        parts.append(DXT_HEADER.pack(int(f), 0, 0, host, count - nread, nread))
+        parts.append(body[start * size:(start + count) * size])
     return b"".join(parts)
 
 
@@ -223,6 +235,10 @@ def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid:
     job.jobid = jobid if jobid is not None else (job_id_from_environment() or int(snap.meta.get("pid", os.getpid())))
     meta = {"lib_ver": darshan_util_version(), "tfdarshan": _version(),
             "hostname": str(snap.meta.get("hostname", socket.gethostname()))}
+    # what the counters alone cannot say: files past the record cap, trace drops
+    for key in ("folded_files", "trace_dropped"):
+        if snap.meta.get(key):
+            meta[key] = str(int(snap.meta[key]))
     meta.update({k: str(v) for k, v in (metadata or {}).items()})
     text = "".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in meta.items()).encode()[:1023]
     job.metadata = text
@@ -464,6 +480,13 @@ def read_darshan_log(path) -> Snapshot:
     return _assemble(path, info, frames, dxt, heat, start, end, job, job.get("metadata") or {}, exe, mounts)
 
 
+def _meta_int(job_meta: Dict[str, str], key: str) -> int:
+    try:
+        return max(int(job_meta.get(key, 0)), 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _assemble(path, info, frames, dxt, heat, start, end, job, job_meta, exe, mounts) -> Snapshot:
     """The Snapshot both read paths end in."""
     values = _values_from_top4(frames["POSIX"])
@@ -478,7 +501,9 @@ def _assemble(path, info, frames, dxt, heat, start, end, job, job_meta, exe, mou
             "end": max(end - start, 0.0), "origin_unix_time": start, "jobid": job.get("jobid"),
             "uid": job.get("uid"), "nprocs": job.get("nprocs"), "exe": exe, "mounts": mounts,
             "hostname": job_meta.get("hostname", ""), "job_metadata": dict(job_meta),
-            "partial": info.get("partial", False), "zero_reads_known": bool(len(dxt))}
+            "partial": info.get("partial", False), "zero_reads_known": bool(len(dxt)),
+            "folded_files": _meta_int(job_meta, "folded_files"),
+            "trace_dropped": _meta_int(job_meta, "trace_dropped")}
     return Snapshot(frames["POSIX"], frames["STDIO"], values, extra, dxt, meta, None, heat)
 
 

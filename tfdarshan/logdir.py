@@ -8,9 +8,11 @@ import os
 import pathlib
 from typing import Dict, List, Optional
 
+import numpy as np
 import pandas as pd
 
 from tfdarshan.darshan_log import read_darshan_log
+from tfdarshan.errors import TfdarshanError
 from tfdarshan.snapshot import Snapshot, combine
 
 PROFILE = os.path.join("plugins", "profile")
@@ -46,14 +48,52 @@ def load_snapshot(session: Session, host: Optional[str] = None) -> Snapshot:
 
 def load_steps(session: Session, host: Optional[str] = None):
     """(per-step totals, per-step per-file rows), with a `host` column;
-    empty frames for logs that came without a series (imported logs)."""
-    from tfdarshan.session import read_parquet
+    empty frames for logs that came without a series (imported logs).
+    A series that is unreadable or not ours raises TfdarshanError."""
+    from tfdarshan.steps import FILE_COLUMNS, STEP_COLUMNS
     steps, files = [], []
     for h in ([host] if host else session.hosts):
         s, f = session.directory / f"{h}.steps.parquet", session.directory / f"{h}.step_files.parquet"
-        if s.exists():
-            steps.append(read_parquet(s).assign(host=h))
-        if f.exists():
-            files.append(read_parquet(f).assign(host=h))
+        if os.path.lexists(s):
+            steps.append(read_series(s, STEP_COLUMNS).assign(host=h))
+        if os.path.lexists(f):
+            files.append(read_series(f, FILE_COLUMNS).assign(host=h))
     return (pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(),
             pd.concat(files, ignore_index=True) if files else pd.DataFrame())
+
+
+SERIES_TEXT = ("module", "path", "mount")
+
+
+def read_series(path: pathlib.Path, columns) -> pd.DataFrame:
+    """A step-series parquet file, checked: every column in `columns`
+    present, its text columns text and the others finite numbers (the
+    views group and add them)."""
+    import pyarrow
+    from tfdarshan.session import read_parquet
+    if not path.is_file():
+        raise TfdarshanError(f"{path}: step series is not a regular file")
+    try:
+        df = read_parquet(path)
+    except (pyarrow.ArrowException, OSError, ValueError, TypeError, KeyError) as e:   # damage, as pyarrow sees it
+        raise TfdarshanError(f"{path}: unreadable step series ({_first_line(e)})") from None
+    missing = [c for c in columns if c not in df]
+    if missing:
+        raise TfdarshanError(f"{path}: not a step series (no column {', '.join(missing)})")
+    for c in SERIES_TEXT:
+        # (the columns of a window without I/O come back as float64, and are fine)
+        if c in df and len(df) and pd.api.types.infer_dtype(df[c], skipna=False) != "string":
+            raise TfdarshanError(f"{path}: step series column {c} is not text")
+    for c in columns:
+        if c in SERIES_TEXT:
+            continue
+        v = df[c]
+        if not pd.api.types.is_numeric_dtype(v) or pd.api.types.is_bool_dtype(v):
+            raise TfdarshanError(f"{path}: step series column {c} is {v.dtype}, not numbers")
+        if len(v) and not np.isfinite(v.to_numpy(dtype=np.float64)).all():
+            raise TfdarshanError(f"{path}: step series column {c} holds NaN or infinite values")
+    return df
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +55,25 @@ def mount_of(path: str, mounts: Iterable[Mount]) -> Optional[Mount]:
             if best is None or len(p) > len(best.point.rstrip("/") or "/"):
                 best = m
     return best
+
+
+def points_of(paths: Iterable[str], mounts: Iterable[Mount]) -> List[str]:
+    """The mount point of every path ("" when none), looked up once per
+    directory: a run can touch a million files in a few thousand directories."""
+    mounts = list(mounts)
+    exact = {m.point.rstrip("/") or "/": m.point for m in mounts}    # a file can be a mount point
+    by_dir: Dict[str, str] = {}
+    out = []
+    for path in paths:
+        if path in exact:
+            out.append(exact[path])
+            continue
+        d = os.path.dirname(path)
+        if d not in by_dir:
+            m = mount_of(d, mounts)
+            by_dir[d] = m.point if m else ""
+        out.append(by_dir[d])
+    return out
 
 
 def label(path: str, mounts: Iterable[Mount]) -> str:

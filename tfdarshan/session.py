@@ -141,7 +141,7 @@ class ProfileSession:
             paths = dict(zip(snap.posix["record_id"], snap.posix["path"]))
             paths.update(dict(zip(snap.stdio["record_id"], snap.stdio["path"])))
             files["path"] = pd.Series([paths.get(r, "") for r in files["record_id"]], dtype=object)
-            files["mount"] = [(M.mount_of(p, mts).point if M.mount_of(p, mts) else "") for p in files["path"]]
+            files["mount"] = M.points_of(files["path"], mts)
             if snap.meta.get("coverage"):
                 out["coverage"] = run_dir / f"{stem}.coverage.json"
                 out["coverage"].write_text(json.dumps(snap.meta["coverage"]))

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import shutil
 import time
 from typing import Dict, Iterable, List, Optional
@@ -41,13 +42,20 @@ def staging_map_path() -> pathlib.Path:
     return pathlib.Path(p)
 
 
-def _load_json(path: pathlib.Path, what: str):
+def _load_json(path: pathlib.Path, what: str, kind=None):
+    """The JSON in path (None if there is none); `kind`, when given, is
+    the type the top level must have."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, UnicodeDecodeError) as e:
         raise TfdarshanError(f"{path}: unreadable {what} ({e})") from None
+    except RecursionError:
+        raise TfdarshanError(f"{path}: unreadable {what} (nested too deeply)") from None
+    if kind is not None and not isinstance(data, kind):
+        raise TfdarshanError(f"{path}: unreadable {what} (not a JSON {kind.__name__})")
+    return data
 
 
 def _write_json(path: pathlib.Path, data) -> None:
@@ -65,6 +73,7 @@ def destination_for(source: str, root: str) -> str:
 
 def make_manifest(sources: Iterable[str], root: str, *, progress: bool = False) -> Dict:
     from tfdarshan import _native
+    root = os.path.abspath(root)      # a relative fast tier must still give absolute destinations
     entries = []
     items = list(sources)
     bar = _bar(sum(os.stat(s).st_size for s in items), "checksums", progress)
@@ -79,7 +88,7 @@ def make_manifest(sources: Iterable[str], root: str, *, progress: bool = False) 
                             "size": size, "sha256": digest})
             bar.update(size)
     bar.close()
-    return {"format": FORMAT, "created": time.time(), "root": os.path.abspath(root), "entries": entries}
+    return {"format": FORMAT, "created": time.time(), "root": root, "entries": entries}
 
 
 def load_manifest(path) -> Dict:
@@ -89,19 +98,38 @@ def load_manifest(path) -> Dict:
         raise TfdarshanError(f"{p}: no such manifest")
     if not isinstance(m, dict) or m.get("format") != FORMAT or not isinstance(m.get("entries"), list):
         raise TfdarshanError(f"{p}: not a tfdarshan staging manifest")
+    root = m.get("root")
+    if root is not None and not (isinstance(root, str) and _clean_path(root)):
+        raise TfdarshanError(f"{p}: root must be an absolute path without '..'")
+    advice = m.get("advice")
+    if advice is not None and not (isinstance(advice, dict) and _number_or_none(advice.get("predicted_saving"))):
+        raise TfdarshanError(f"{p}: advice must be an object with a numeric predicted_saving")
     seen = set()
     for i, e in enumerate(m["entries"]):
         ok = (isinstance(e, dict) and isinstance(e.get("source"), str) and isinstance(e.get("destination"), str)
-              and isinstance(e.get("size"), int) and not isinstance(e.get("size"), bool) and e["size"] >= 0
-              and isinstance(e.get("sha256"), str) and len(e["sha256"]) == 64)
+              and isinstance(e.get("size"), int) and not isinstance(e.get("size"), bool)
+              and 0 <= e["size"] < 1 << 63
+              and isinstance(e.get("sha256"), str) and re.fullmatch("[0-9a-f]{64}", e["sha256"]) is not None)
         if not ok:
             raise TfdarshanError(f"{p}: entry {i + 1} is malformed (needs source, destination, size, sha256)")
-        if not (os.path.isabs(e["source"]) and os.path.isabs(e["destination"])):
-            raise TfdarshanError(f"{p}: entry {i + 1}: paths must be absolute")
+        if not (_clean_path(e["source"]) and _clean_path(e["destination"])):
+            raise TfdarshanError(f"{p}: entry {i + 1}: paths must be absolute, without '..' or NUL")
+        if root is not None and not os.path.normpath(e["destination"]).startswith(os.path.normpath(root) + "/"):
+            raise TfdarshanError(f"{p}: entry {i + 1}: destination {e['destination']} is outside the root {root}")
         if e["destination"] in seen or os.path.abspath(e["destination"]) == os.path.abspath(e["source"]):
             raise TfdarshanError(f"{p}: entry {i + 1}: destination {e['destination']} repeats or is its source")
         seen.add(e["destination"])
     return m
+
+
+def _clean_path(path: str) -> bool:
+    """Absolute, no '..' component (a staged copy must stay under its
+    root), no NUL (the OS refuses it half-way through staging)."""
+    return os.path.isabs(path) and ".." not in path.split("/") and "\0" not in path
+
+
+def _number_or_none(v) -> bool:
+    return v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 # ------------------------------------------------------------------ staging
@@ -124,8 +152,11 @@ def stage(manifest_path, *, progress: bool = True) -> StageResult:
     mpath = pathlib.Path(manifest_path)
     m = load_manifest(mpath)
     state_path = mpath.with_name(mpath.name + ".state.json")
-    state = _load_json(state_path, "staging state") or {"done": {}}
-    done: Dict[str, str] = state.get("done", {}) if isinstance(state, dict) else {}
+    state = _load_json(state_path, "staging state", dict) or {"done": {}}
+    _load_json(staging_map_path(), "staging map", dict)    # damaged, it would only fail after the first copy
+    done: Dict[str, str] = state.get("done", {})
+    if not isinstance(done, dict):
+        raise TfdarshanError(f"{state_path}: unreadable staging state (done is not a JSON object)")
     result = StageResult()
     todo = []
     for e in m["entries"]:
@@ -245,7 +276,7 @@ def _existing_parent(path: str) -> str:
 
 def _record_mapping(new: Dict[str, str]) -> None:
     path = staging_map_path()
-    current = _load_json(path, "staging map") or {}
+    current = _load_json(path, "staging map", dict) or {}
     current.update(new)
     _write_json(path, current)
 
@@ -254,7 +285,7 @@ def staged_paths(paths: Iterable, mapping: Optional[Dict[str, str]] = None) -> L
     """For each path, its staged copy where one exists (and still has the
     source's size), else the path itself."""
     if mapping is None:
-        mapping = _load_json(staging_map_path(), "staging map") or {}
+        mapping = _load_json(staging_map_path(), "staging map", dict) or {}
     out = []
     for p in paths:
         p = os.fsdecode(p) if isinstance(p, bytes) else str(p)

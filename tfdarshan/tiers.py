@@ -24,6 +24,7 @@ import pathlib
 import re
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from typing import Dict, Iterable, List, Optional
@@ -34,18 +35,22 @@ from tfdarshan.errors import TfdarshanError
 UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 10**3, "KIB": 1 << 10, "M": 1 << 20, "MB": 10**6,
          "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30, "T": 1 << 40, "TB": 10**12, "TIB": 1 << 40}
 FIELDS = ("open_latency", "stat_latency", "read_latency", "bandwidth")
+MAX_SIZE = 1 << 63          # bytes; beyond any file system, and still an int64
 
 
 def parse_size(text) -> int:
     """'10%' is not a size; '64M', '1.5G', '2TiB', 4096 are."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        if text < 0:
-            raise ValueError(f"size must not be negative: {text}")
+        if not 0 <= text <= MAX_SIZE:      # also NaN and infinities
+            raise ValueError(f"size must be between 0 and {MAX_SIZE}: {text}")
         return int(text)
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
     if not m or m.group(2).upper() not in UNITS:
         raise ValueError(f"not a size: {text!r} (examples: 4096, 64M, 1.5G, 2TiB)")
-    return int(float(m.group(1)) * UNITS[m.group(2).upper()])
+    value = float(m.group(1)) * UNITS[m.group(2).upper()]
+    if value > MAX_SIZE:                    # int(inf) would raise OverflowError
+        raise ValueError(f"size too large: {text!r}")
+    return int(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +89,8 @@ class Tier:
         for f in FIELDS:
             v = kw.get(f, 0.0)
             v = parse_size(v) if f == "bandwidth" and isinstance(v, str) else v
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
-                raise ValueError(f"tier {d.get('path')}: {f} must be a non-negative number")
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= sys.float_info.max:
+                raise ValueError(f"tier {d.get('path')}: {f} must be a finite non-negative number")
             kw[f] = float(v)
         if kw.get("capacity") is not None:
             kw["capacity"] = parse_size(kw["capacity"])
@@ -177,7 +182,7 @@ def load(paths: Iterable = ()) -> List[Tier]:
             for d in json.loads(store.read_text()):
                 t = Tier.from_dict(d)
                 tiers[t.path] = t
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError, RecursionError) as e:
             raise TfdarshanError(f"{store}: unreadable tier store ({e})") from None
     for p in paths:
         for t in load_toml(p):
@@ -191,8 +196,9 @@ def save_probe(tier: Tier) -> pathlib.Path:
     existing = []
     if store.exists():
         try:
-            existing = [d for d in json.loads(store.read_text()) if d.get("path") != tier.path]
-        except ValueError:
+            existing = [d for d in json.loads(store.read_text())
+                        if isinstance(d, dict) and d.get("path") != tier.path]
+        except (ValueError, TypeError, RecursionError):    # a damaged store is replaced, not fatal
             existing = []
     tmp = store.with_name(store.name + ".tmp")
     tmp.write_text(json.dumps(existing + [tier.to_dict()], indent=2))
@@ -212,6 +218,8 @@ def load_toml(path) -> List[Tier]:
         raise TfdarshanError(f"{p}: cannot read ({e.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise TfdarshanError(f"{p}: not valid TOML ({e})") from None
+    except RecursionError:
+        raise TfdarshanError(f"{p}: not valid TOML (nested too deeply)") from None
     entries = data.get("tier")
     if not isinstance(entries, list) or not entries:
         raise TfdarshanError(f"{p}: expected one or more [[tier]] tables")

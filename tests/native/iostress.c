@@ -100,14 +100,14 @@ long link_tree(const char *source, const char *root, long n)
 }
 
 /* open, read `chunk` bytes twice (the second read may be short or at EOF),
- * close, for every file; returns the bytes read */
-long read_tree(const char *root, long n, long chunk)
+ * close, for files first .. first + n - 1; returns the bytes read */
+long read_tree(const char *root, long first, long n, long chunk)
 {
     char path[4096], buf[65536];
     long total = 0;
     if (chunk > (long)sizeof buf)
         return -1;
-    for (long i = 0; i < n; i++) {
+    for (long i = first; i < first + n; i++) {
         tree_name(path, sizeof path, root, i);
         int fd = open(path, O_RDONLY);
         if (fd < 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from typing import List, Optional
 
@@ -13,6 +14,20 @@ from tfdarshan.errors import TfdarshanError
 
 # module names under tfdarshan.cli; each has add_parser(subparsers), which sets handler=run
 SUBCOMMANDS = ["demo", "import_logs", "run", "probe", "recommend", "stage"]
+
+
+def path_arg(text: str) -> str:
+    """argparse type for paths: an empty string (an unset shell variable)
+    would otherwise mean the current directory."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
+def one_line(message) -> str:
+    """The message (an exception, a path) with control characters escaped
+    (newlines in file names, in library messages): an error stays one line."""
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], str(message))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,11 +47,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except TfdarshanError as e:
-        print(f"tfdarshan {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as e:
-        print(f"tfdarshan {args.command}: error: {e}", file=sys.stderr)
+    except (TfdarshanError, OSError, ValueError) as e:
+        print(f"tfdarshan {args.command}: error: {one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"tfdarshan {args.command}: interrupted", file=sys.stderr)

@@ -11,11 +11,15 @@ import pathlib
 import sys
 import time
 
+from tfdarshan.cli import path_arg
+from tfdarshan.errors import TfdarshanError
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("demo", help="profile a small real TensorFlow training run",
                        description=__doc__)
-    p.add_argument("--logdir", default="demo_logs", help="where the data set and logs go (default: demo_logs)")
+    p.add_argument("--logdir", default="demo_logs", type=path_arg,
+                   help="where the data set and logs go (default: demo_logs)")
     p.add_argument("--files", type=int, default=256, help="images in the data set (default: 256)")
     p.add_argument("--steps", type=int, default=12, help="training steps (default: 12)")
     p.add_argument("--batch", type=int, default=16, help="batch size (default: 16)")
@@ -67,6 +71,9 @@ def build_model():
 def run(args: argparse.Namespace) -> int:
     if args.files < 1 or args.steps < 3 or args.batch < 1:
         raise ValueError("--files and --batch must be positive and --steps at least 3")
+    if os.path.exists(args.logdir) and not os.path.isdir(args.logdir):
+        # refused before TensorFlow loads, not after
+        raise TfdarshanError(f"--logdir {args.logdir}: exists and is not a directory")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 

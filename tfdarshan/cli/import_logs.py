@@ -11,14 +11,15 @@ import pathlib
 import re
 import shutil
 
+from tfdarshan.cli import path_arg
 from tfdarshan.errors import TfdarshanError
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("import", help="put Darshan logs into a TensorBoard log directory",
                        description=__doc__)
-    p.add_argument("logs", nargs="+", metavar="LOG", help="Darshan log files")
-    p.add_argument("--logdir", required=True, help="TensorBoard log directory")
+    p.add_argument("logs", nargs="+", metavar="LOG", type=path_arg, help="Darshan log files")
+    p.add_argument("--logdir", required=True, type=path_arg, help="TensorBoard log directory")
     p.add_argument("--run", default="imported", help="run name inside the log directory (default: imported)")
     p.set_defaults(handler=run)
 

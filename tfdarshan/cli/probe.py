@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from tfdarshan.cli import path_arg
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("probe", help="measure a storage tier", description=__doc__)
-    p.add_argument("path", help="a directory on the tier (a few files are written there and removed)")
+    p.add_argument("path", type=path_arg, help="a directory on the tier (a few files are written there and removed)")
     p.add_argument("--size", default="64M", help="size of the bandwidth test file (default 64M)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--no-save", action="store_true", help="do not store the result")

@@ -18,27 +18,28 @@ import os
 import pathlib
 import sys
 
+from tfdarshan.cli import path_arg
 from tfdarshan.errors import TfdarshanError
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("recommend", help="what to stage on the fast tier", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("source", nargs="?", help="a Darshan log or a TensorBoard log directory")
-    p.add_argument("--fast-tier", help="a directory on the fast tier")
+    p.add_argument("source", nargs="?", type=path_arg, help="a Darshan log or a TensorBoard log directory")
+    p.add_argument("--fast-tier", type=path_arg, help="a directory on the fast tier")
     p.add_argument("--capacity", help="bytes to plan with (e.g. 4G, or 10%% of the data read); "
                                       "default: the tier's free space")
-    p.add_argument("--tiers", action="append", default=[], help="TOML file declaring tiers")
+    p.add_argument("--tiers", action="append", default=[], type=path_arg, help="TOML file declaring tiers")
     p.add_argument("--granularity", choices=["file", "dataset"], default="file")
     p.add_argument("--dataset", action="append", default=[], metavar="GLOB",
                    help="group files matching GLOB into one dataset")
     p.add_argument("--session", help="session name in the log directory (default: newest)")
     p.add_argument("--format", choices=["text", "json", "html"], default="text")
-    p.add_argument("--output", help="write the report here instead of standard output")
-    p.add_argument("--manifest", help="also write the staging manifest here")
-    p.add_argument("--staging-root", help="where copies go (default: FAST_TIER/tfdarshan-staged)")
+    p.add_argument("--output", type=path_arg, help="write the report here instead of standard output")
+    p.add_argument("--manifest", type=path_arg, help="also write the staging manifest here")
+    p.add_argument("--staging-root", type=path_arg, help="where copies go (default: FAST_TIER/tfdarshan-staged)")
     p.add_argument("--no-store", action="store_true", help="do not store advice.json beside the session")
-    p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+    p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), type=path_arg,
                    help="predicted vs achieved saving of an earlier recommendation")
     p.set_defaults(handler=run)
 
@@ -56,6 +57,8 @@ def load_source(source: str, session: str = None):
             raise TfdarshanError(f"{path}: no profiling session" + (f" named {session}" if session else ""))
         s = sessions[-1]
         return load_snapshot(s), load_steps(s)[0], s.directory
+    if session:
+        raise TfdarshanError(f"--session {session}: {path} is a log, not a log directory")
     return read_darshan_log(path), None, None
 
 
@@ -82,6 +85,8 @@ def capacity_of(text, snap, tier) -> int:
             share = float(text[:-1]) / 100
         except ValueError:
             raise TfdarshanError(f"--capacity {text}: not a percentage") from None
+        if not 0 <= share <= 1:      # also NaN and infinities, which int() below cannot take
+            raise TfdarshanError(f"--capacity {text}: a percentage is between 0 and 100")
         from tfdarshan.advisor import file_costs
         total = int(file_costs(snap, tier)["size"].sum())
         return int(total * share)
@@ -133,11 +138,16 @@ def compare(args: argparse.Namespace) -> int:
         mapping = {e["source"]: e["destination"] for e in m["entries"]}
         predicted = (m.get("advice") or {}).get("predicted_saving")
     elif before_dir is not None and (before_dir / "advice.json").exists():
-        advice = json.loads((before_dir / "advice.json").read_text())
-        root = os.path.join(advice["fast_tier"]["path"], "tfdarshan-staged")
-        from tfdarshan.stager import destination_for
-        mapping = {f["path"]: destination_for(f["path"], root) for f in advice["files"]}
-        predicted = advice["predicted_saving"]
+        stored = before_dir / "advice.json"
+        from tfdarshan.stager import _load_json, destination_for
+        advice = _load_json(stored, "stored advice", dict)
+        try:
+            root = os.path.join(advice["fast_tier"]["path"], "tfdarshan-staged")
+            mapping = {f["path"]: destination_for(f["path"], root) for f in advice["files"]}
+            predicted = float(advice["predicted_saving"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise TfdarshanError(f"{stored}: unreadable stored advice (needs fast_tier.path, files[].path and "
+                                 f"a numeric predicted_saving)") from None
     else:
         raise TfdarshanError("--compare needs --manifest, or a BEFORE log directory with stored advice")
     r = compare_runs(before, after, mapping, predicted)

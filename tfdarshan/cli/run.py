@@ -11,18 +11,21 @@ into the same directory; forked children always count on their own."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import pathlib
 import runpy
 import sys
 
+from tfdarshan.cli import path_arg
 from tfdarshan.errors import TfdarshanError
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="profile a whole script", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--logdir", default="tfdarshan_logs", help="TensorBoard log directory (default: tfdarshan_logs)")
+    p.add_argument("--logdir", default="tfdarshan_logs", type=path_arg,
+                   help="TensorBoard log directory (default: tfdarshan_logs)")
     p.add_argument("--steps", metavar="A:B", help="record only training steps A to B (inclusive)")
     p.add_argument("--trace", action="store_true", help="also keep the per-operation trace (DXT)")
     p.add_argument("--children", action="store_true", help="attach in Python child processes too")
@@ -45,10 +48,24 @@ def parse_steps(text):
     return first, last
 
 
+def check_module(name: str) -> None:
+    """Refuse -m MODULE like python -m would, before anything starts."""
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError) as e:       # a missing parent package, a relative or empty name
+        raise TfdarshanError(f"-m {name}: {e}") from None
+    if not found:
+        raise TfdarshanError(f"-m {name}: no module named {name}")
+
+
 def run(args: argparse.Namespace) -> int:
     from tfdarshan import runner
     steps = parse_steps(args.steps)
+    # refused before attaching: a mistake must not leave a log behind
+    if os.path.exists(args.logdir) and not os.path.isdir(args.logdir):
+        raise TfdarshanError(f"--logdir {args.logdir}: exists and is not a directory")
     if args.module:
+        check_module(args.module)
         target, argv = args.module, [args.module] + ([args.script] if args.script else []) + args.args
     else:
         if not args.script:

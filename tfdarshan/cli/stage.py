@@ -7,10 +7,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tfdarshan.cli import one_line, path_arg
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("stage", help="copy recommended files to the fast tier", description=__doc__)
-    p.add_argument("manifest", help="the manifest written by `tfdarshan recommend --manifest`")
+    p.add_argument("manifest", type=path_arg, help="the manifest written by `tfdarshan recommend --manifest`")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run)
 
@@ -21,5 +23,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"staged {len(r.staged)} files, {len(r.skipped)} already staged, {len(r.failed)} failed; "
           f"map: {staging_map_path()}")
     for e, why in r.failed:
-        print(f"tfdarshan stage: {e['source']}: {why}", file=sys.stderr)
+        print(f"tfdarshan stage: {one_line(e['source'])}: {one_line(why)}", file=sys.stderr)
     return 0 if r.ok else 1
