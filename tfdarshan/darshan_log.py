@@ -626,20 +626,30 @@ def _snapshot_from_regions(path, info) -> Snapshot:
 
 
 def _decode_dxt(buf: bytes) -> pd.DataFrame:
-    parts, pos = [], 0
+    """Every DXT record's segments in one frame; the headers are walked in
+    Python, the segments copied as arrays (a trace can hold millions)."""
+    ids, writes, reads, offsets, pos = [], [], [], [], 0
     while pos < len(buf):
         rid, _, _, _, w, r = DXT_HEADER.unpack_from(buf, pos)
         pos += DXT_HEADER.size
-        seg = np.frombuffer(buf, dtype=SEGMENT, count=w + r, offset=pos)
-        pos += (w + r) * SEGMENT.itemsize
         if w + r:
-            parts.append(pd.DataFrame({"record_id": np.uint64(rid), "op": ["write"] * w + ["read"] * r,
-                                       "offset": seg["offset"], "length": seg["length"],
-                                       "start": seg["start"], "end": seg["end"]}))
-    if not parts:
+            ids.append(rid)
+            writes.append(w)
+            reads.append(r)
+            offsets.append(pos)
+        pos += (w + r) * SEGMENT.itemsize
+    if not ids:
         return empty_dxt()
-    out = pd.concat(parts, ignore_index=True)
-    out["record_id"] = out["record_id"].astype(np.uint64)
+    counts = np.add(writes, reads)
+    seg = np.concatenate([np.frombuffer(buf, dtype=SEGMENT, count=int(n), offset=o)
+                          for n, o in zip(counts, offsets)])
+    # within a record, writes come first, then reads
+    first_of_record = np.repeat(np.cumsum(counts) - counts, counts)
+    is_read = np.arange(len(seg)) - first_of_record >= np.repeat(writes, counts)
+    out = pd.DataFrame({"record_id": np.repeat(np.asarray(ids, dtype=np.uint64), counts),
+                        "op": np.where(is_read, "read", "write").astype(object),
+                        "offset": seg["offset"], "length": seg["length"],
+                        "start": seg["start"], "end": seg["end"]})
     return out.sort_values("start", kind="stable").reset_index(drop=True)
 
 
