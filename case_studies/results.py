@@ -16,6 +16,14 @@ def _per_value(files_per_value) -> str:
     return ", ".join(f"{v} ({n} file{'s' if n != 1 else ''})" for v, n in files_per_value.items())
 
 
+def _spread(r) -> str:
+    lo_hi = r.get("overhead_range")
+    if not lo_hi:
+        return ""
+    return (f" (median of {r['config'].get('overhead_pairs', 1)} interleaved pairs; "
+            f"{100 * lo_hi[0]:+.1f} % to {100 * lo_hi[1]:+.1f} %)")
+
+
 def plots(results: List[Dict], outdir: pathlib.Path) -> Dict[str, str]:
     import matplotlib
     matplotlib.use("Agg")
@@ -83,7 +91,7 @@ def markdown(results: List[Dict], command: str, images: Dict[str, str], elapsed:
                 f"{runs[str(c['readers']) + ' readers']['bandwidth'] / 2**20:.0f} MiB/s",
                 f"- the advisor's findings: {'; '.join(r['findings_advisor']) or 'none'}",
                 f"- profiling overhead (epoch with vs without tfdarshan, {c['readers']} readers): "
-                f"{100 * r['overhead']:+.1f} %", "",
+                f"{100 * r['overhead']:+.1f} %{_spread(r)}", "",
                 "| run | epoch | median step | input bandwidth |", "|---|---|---|---|"]
         for k, v in runs.items():
             if k == "unprofiled":
