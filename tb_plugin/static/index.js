@@ -46,9 +46,11 @@ async function get(route, extra = {}) {
   return body;
 }
 
+let plotlyLoading = null;
 function loadPlotly() {
   if (window.Plotly) return Promise.resolve(window.Plotly);
-  return new Promise((resolve, reject) => {
+  if (plotlyLoading) return plotlyLoading;
+  return plotlyLoading = new Promise((resolve, reject) => {
     const s = el('script', {src: './plotly.js'});
     s.onload = () => resolve(window.Plotly);
     s.onerror = () => reject(new Error('could not load the chart library'));
@@ -80,6 +82,8 @@ td.path, th.path, td.tier { text-align: left; max-width: 520px; overflow: hidden
 export async function render() {
   // timings for benchmarks/bench_tab.py: from render() to a complete page
   window.__tfdTimings = {start: performance.now()};
+  // the chart library is the largest thing the page loads: start at once
+  loadPlotly().catch(() => {});
   document.head.append(el('style', {}, CSS));
   const root = el('div', {id: 'tfd-root'});
   document.body.append(root);
