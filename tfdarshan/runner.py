@@ -83,6 +83,10 @@ class WholeRun:
 
     # --------------------------------------------------------------- finish
     def finish(self) -> None:
+        global _finishing
+        # first of all: a SIGTERM from now on (multiprocessing terminates pool
+        # workers that are already exiting) must not cut the logs short
+        _finishing = True
         with self._lock:
             if self._done:
                 return
@@ -116,8 +120,12 @@ class WholeRun:
                               metadata={"source": "child", "parent_pid": str(self.pid)})
 
 
+_finishing = False
+
+
 def _sigterm(signum, frame):
-    raise SystemExit(128 + signum)
+    if not _finishing:
+        raise SystemExit(128 + signum)
 
 
 def start_child_from_environment() -> Optional[WholeRun]:
