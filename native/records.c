@@ -1080,10 +1080,9 @@ void *tfd_posix_close_begin(int fd)
     return slot ? __atomic_exchange_n(slot, NULL, __ATOMIC_ACQ_REL) : NULL;
 }
 
-void tfd_posix_close_end(int fd, void *token, uint64_t t1, uint64_t t2)
+void tfd_posix_close_end(void *token, uint64_t t1, uint64_t t2)
 {
     tfd_rec *r = token;
-    (void)fd;
     if (!r)
         return;
     update u;
@@ -1224,24 +1223,23 @@ void tfd_stdio_seek(FILE *stream, int64_t newoff, uint64_t t1, uint64_t t2)
 
 /* As for close: forget the stream and its descriptor before the real
  * fclose, which frees both for reuse by other threads. */
-void *tfd_stdio_close_begin(FILE *stream, int *fd)
+void *tfd_stdio_close_begin(FILE *stream)
 {
-    *fd = stream ? fileno_unlocked(stream) : -1;
+    int fd = stream ? fileno_unlocked(stream) : -1;
     tfd_rec *r = stdio_rec(stream);
-    stream_slot *s = stdio_slot(*fd, 0);
+    stream_slot *s = stdio_slot(fd, 0);
     if (s)
         __atomic_store_n(&s->stream, NULL, __ATOMIC_RELEASE);
     /* fclose closes the descriptor inside libc: forget any POSIX mapping */
-    tfd_rec **ps = posix_slot(*fd, 0);
+    tfd_rec **ps = posix_slot(fd, 0);
     if (ps)
         __atomic_store_n(ps, NULL, __ATOMIC_RELEASE);
     return r;
 }
 
-void tfd_stdio_close_end(int fd, void *token, uint64_t t1, uint64_t t2)
+void tfd_stdio_close_end(void *token, uint64_t t1, uint64_t t2)
 {
     tfd_rec *r = token;
-    (void)fd;
     update u;
     if (!r || !begin(&u, r))
         return;

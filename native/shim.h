@@ -81,7 +81,7 @@ void tfd_posix_stat_fd(int fd, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_posix_mmap(int fd) TFD_HIDDEN;
 void tfd_posix_sync(int fd, int data_only, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void *tfd_posix_close_begin(int fd) TFD_HIDDEN;
-void tfd_posix_close_end(int fd, void *token, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_close_end(void *token, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_posix_rename(const char *oldpath, const char *newpath, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 
 void tfd_stdio_open(FILE *stream, const char *path, uint64_t t1, uint64_t t2) TFD_HIDDEN;
@@ -89,8 +89,8 @@ void tfd_stdio_fdopen(FILE *stream, int fd, uint64_t t1, uint64_t t2) TFD_HIDDEN
 void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_stdio_seek(FILE *stream, int64_t newoff, uint64_t t1, uint64_t t2) TFD_HIDDEN;
-void *tfd_stdio_close_begin(FILE *stream, int *fd) TFD_HIDDEN;
-void tfd_stdio_close_end(int fd, void *token, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void *tfd_stdio_close_begin(FILE *stream) TFD_HIDDEN;
+void tfd_stdio_close_end(void *token, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 
 /* ---- darshan_hash.c */
 uint64_t tfd_hash64(const unsigned char *key, size_t len) TFD_HIDDEN;

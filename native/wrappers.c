@@ -128,7 +128,7 @@ int tfd_w_close(int fd)
     void *token = tfd_posix_close_begin(fd);
     TIMED(tfd_real_close(fd));
     if (token)
-        KEEP_ERRNO(tfd_posix_close_end(fd, token, t1, t2));
+        KEEP_ERRNO(tfd_posix_close_end(token, t1, t2));
     return r;
 }
 
@@ -371,10 +371,9 @@ int tfd_w_fclose(FILE *stream)
 {
     if (IDLE())
         return tfd_real_fclose(stream);
-    int fd;
-    void *token = tfd_stdio_close_begin(stream, &fd);
+    void *token = tfd_stdio_close_begin(stream);
     TIMED(tfd_real_fclose(stream));
-    KEEP_ERRNO(tfd_stdio_close_end(fd, token, t1, t2));
+    KEEP_ERRNO(tfd_stdio_close_end(token, t1, t2));
     return r;
 }
 
