@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,15 +48,20 @@ def current() -> List[Mount]:
         return []
 
 
-def mount_of(path: str, mounts: Iterable[Mount]) -> Optional[Mount]:
-    """The longest mount point that is a prefix of path (by whole components)."""
-    best = None
-    for m in mounts:
-        p = m.point.rstrip("/") or "/"
-        if path == p or path.startswith(p if p == "/" else p + "/"):
-            if best is None or len(p) > len(best.point.rstrip("/") or "/"):
-                best = m
+def longest_prefix(path: str, items: Iterable[T], directory: Callable[[T], str]) -> Optional[T]:
+    """The item whose directory is the longest prefix of path, by whole
+    components ("/data" holds "/data/x", not "/database")."""
+    best, best_len = None, -1
+    for item in items:
+        p = directory(item).rstrip("/") or "/"
+        if (path == p or path.startswith(p if p == "/" else p + "/")) and len(p) > best_len:
+            best, best_len = item, len(p)
     return best
+
+
+def mount_of(path: str, mounts: Iterable[Mount]) -> Optional[Mount]:
+    """The mount holding path."""
+    return longest_prefix(path, mounts, lambda m: m.point)
 
 
 def points_of(paths: Iterable[str], mounts: Iterable[Mount]) -> List[str]:

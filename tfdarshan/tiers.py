@@ -234,13 +234,7 @@ def load_toml(path) -> List[Tier]:
 
 def tier_for(path: str, tiers: Iterable[Tier]) -> Optional[Tier]:
     """The tier whose path is the longest prefix of `path`."""
-    best = None
-    for t in tiers:
-        p = t.path.rstrip("/") or "/"
-        if path == p or path.startswith(p if p == "/" else p + "/"):
-            if best is None or len(p) > len(best.path.rstrip("/") or "/"):
-                best = t
-    return best
+    return M.longest_prefix(path, tiers, lambda t: t.path)
 
 
 def evict_cache(paths: Iterable) -> int:
