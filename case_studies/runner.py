@@ -98,6 +98,7 @@ def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, l
         wall = time.perf_counter() - t
         del model, ds
         gc.collect()
+        wait_until_reads_stop()
         return Run(label, wall, 0, 0.0, 0, 0.0)
     tfdarshan.attach()
     t = time.perf_counter()
@@ -108,6 +109,7 @@ def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, l
     # in the background: release it, or its reads land in the next run
     del model, ds
     gc.collect()
+    wait_until_reads_stop()
     snap = prof.snapshot
     files = set(data_files or paths)
     p = snap.posix[snap.posix["path"].isin(files)]
@@ -115,6 +117,23 @@ def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, l
     step_time = float(np.median(steps["end"] - steps["start"])) if len(steps) else 0.0
     return Run(label, wall, len(steps), step_time, int(p["POSIX_BYTES_READ"].sum()),
                float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), snap)
+
+
+def wait_until_reads_stop(quiet: float = 0.2, limit: float = 10.0) -> None:
+    """Let a released pipeline's prefetch threads wind down before the next
+    run starts: until the process's read count (/proc/self/io) holds still
+    for `quiet` seconds (reading /proc/self/io itself counts a few hundred
+    bytes). Their reads would otherwise compete with the next run for the
+    slow tier's bandwidth."""
+    from tfdarshan.coverage import proc_io
+    deadline = time.monotonic() + limit
+    last = proc_io()
+    while last and time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = proc_io()
+        if now is None or now["rchar"] - last["rchar"] < 4096:
+            return
+        last = now
 
 
 def overhead(cfg: Config, paths: List[str], profiled: Run, bare: Run):
