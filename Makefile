@@ -26,11 +26,12 @@ demo: $(STAMP)
 	$(BIN)/python -m tfdarshan demo --logdir demo_logs
 
 # Debian packages: Chromium for the tab's browser tests, FUSE for the case
-# studies' slow tier
+# studies' slow tier, Open MPI for the multi-rank tests
 system-deps:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && \
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v mpirun >/dev/null && \
 	  [ -e /usr/lib/x86_64-linux-gnu/libfuse.so.2 -o -e /usr/lib/aarch64-linux-gnu/libfuse.so.2 ] || \
-	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver fuse3 libfuse2)
+	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver fuse3 libfuse2 \
+	     openmpi-bin libopenmpi-dev)
 
 browser: system-deps
 
@@ -42,6 +43,7 @@ case-studies: $(STAMP) system-deps
 
 bench: $(STAMP) browser
 	$(BIN)/python benchmarks/bench_pread.py
+	$(BIN)/python benchmarks/bench_hotpath.py
 	$(BIN)/python benchmarks/bench_log.py
 	$(BIN)/python benchmarks/bench_pipeline.py
 	$(BIN)/python benchmarks/bench_tab.py

@@ -16,12 +16,12 @@ import pandas as pd
 
 
 def synthetic_snapshot(n: int, seed: int = 0):
-    from tfdarshan import counters as C
-    from tfdarshan.snapshot import Snapshot, empty_dxt, empty_extra, empty_values
+    from tfdarshan.capture import counters as C
+    from tfdarshan.capture.snapshot import Snapshot, empty_dxt, empty_extra, empty_values
     rng = np.random.default_rng(seed)
     ints, floats = C.names("POSIX")
     paths = [f"/data/train/part-{i:07d}.tfrecord" for i in range(n)]
-    from tfdarshan._native import darshan_hash
+    from tfdarshan.capture._native import darshan_hash
     df = pd.DataFrame({"record_id": np.array([darshan_hash(p) for p in paths], dtype=np.uint64),
                        "path": pd.Series(paths, dtype=object)})
     # shaped like a training run's records: most counters zero or small
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=100_000)
     args = ap.parse_args(argv)
-    from tfdarshan.darshan_log import read_darshan_log, write_darshan_log
+    from tfdarshan.logs.darshan_log import read_darshan_log, write_darshan_log
     snap = synthetic_snapshot(args.records)
     with tempfile.TemporaryDirectory() as d:
         path = pathlib.Path(d) / "big.darshan"

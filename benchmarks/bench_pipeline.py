@@ -1,18 +1,26 @@
 """Overhead on an input-bound tf.data pipeline, and the cost of stats().
 
-    python benchmarks/bench_pipeline.py [--files 10000] [--rounds 5]
+    python benchmarks/bench_pipeline.py [--files 3000] [--rounds 21]
 
-10,000 files of about 88 KB (ImageNet's median JPEG size) read with
-tf.io.read_file in a parallel map, one pass per measurement. Detached,
-attached with counters, and attached with the per-operation trace are
-interleaved round by round in one process; the ratios are medians of the
-per-round ratios. Budgets (issue 4): overhead at most 1 % with counters,
-3 % with the trace; stats() at most 50 us with 1,000 active files."""
+Files of about 88 KB (ImageNet's median JPEG size) read with tf.io.read_file
+in a parallel map, --passes passes per measurement. Each round measures
+once detached, once attached with counters and once attached with the
+per-operation trace, in a shuffled order, in one process; a first round
+warms every mode up and is dropped. Each measurement is taken in wall time
+and in the process's CPU time (user + system, all threads, from getrusage):
+on a shared 2-core
+VM the CPU time is the steadier of the two. Overheads are medians of the
+per-round ratios against the same round's detached pass, with their 5-95 %
+range, and the script checks that the two halves of the rounds agree.
+Budgets (issue 4): at most 1 % with counters, 3 % with the trace; stats()
+at most 50 us with 1,000 active files."""
 from __future__ import annotations
 
 import argparse
 import os
 import pathlib
+import random
+import resource
 import statistics
 import sys
 import tempfile
@@ -21,6 +29,7 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+MODES = ("off", "counters", "trace")
 
 
 def make_files(d: pathlib.Path, n: int, seed: int = 0):
@@ -36,42 +45,70 @@ def make_files(d: pathlib.Path, n: int, seed: int = 0):
     return paths
 
 
+def summary(values):
+    """(median, 5th percentile, 95th percentile)."""
+    v = np.asarray(values, dtype=float)
+    return float(np.median(v)), float(np.percentile(v, 5)), float(np.percentile(v, 95))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--files", type=int, default=10_000)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--files", type=int, default=3_000)
+    ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--passes", type=int, default=8, help="passes over the files per measurement")
     args = ap.parse_args(argv)
     import tensorflow as tf
     import tfdarshan
-    from tfdarshan import _native
+    from tfdarshan.capture import _native
 
     with tempfile.TemporaryDirectory(prefix="tfd-pipe-", dir=os.environ.get("TFD_BENCH_DIR")) as d:
         paths = make_files(pathlib.Path(d), args.files)
         ds = tf.data.Dataset.from_tensor_slices(paths).map(
             lambda p: tf.strings.length(tf.io.read_file(p)), num_parallel_calls=tf.data.AUTOTUNE).batch(256)
 
-        def one_pass():
-            t = time.perf_counter()
-            total = sum(int(tf.reduce_sum(x)) for x in ds)
-            return time.perf_counter() - t, total
-
-        one_pass()   # warm the page cache and tf.data
-        modes = {"off": [], "counters": [], "trace": []}
-        for _ in range(args.rounds):
-            for mode in modes:
-                if mode == "off":
-                    tfdarshan.detach()
-                else:
-                    tfdarshan.attach()
-                    _native.set_trace(mode == "trace", 256 << 20)
-                elapsed, total = one_pass()
-                modes[mode].append(elapsed)
+        def measured_pass(mode: str):
+            if mode == "off":
+                tfdarshan.detach()
+            else:
+                tfdarshan.attach()
+                _native.set_trace(mode == "trace", 256 << 20)
+            c0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+            for _ in range(args.passes):
+                total = sum(int(tf.reduce_sum(x)) for x in ds)
+            c1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
             tfdarshan.detach()
-        ratio = {m: statistics.median(v / o for v, o in zip(modes[m], modes["off"])) for m in ("counters", "trace")}
-        print(f"{args.files} files, {total / 2**20:.0f} MiB per pass; median pass "
-              + ", ".join(f"{m} {statistics.median(v):.3f} s" for m, v in modes.items()))
-        print(f"overhead with counters {100 * (ratio['counters'] - 1):+.2f} % (budget 1 %), "
-              f"with trace {100 * (ratio['trace'] - 1):+.2f} % (budget 3 %)")
+            return t1 - t0, (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime), total
+
+        rng = random.Random(1)
+        rounds = []                 # per round: {mode: (wall s, CPU s)}
+        for r in range(args.rounds + 1):
+            order = list(MODES)
+            rng.shuffle(order)
+            got = {}
+            for mode in order:
+                wall, cpu, total = measured_pass(mode)
+                got[mode] = (wall, cpu)
+            if r:                   # round 0 warms the page cache, tf.data and every mode
+                rounds.append(got)
+        print(f"{args.files} files, {total / 2**20:.0f} MiB per pass, {args.passes} passes per measurement, "
+              f"{len(rounds)} rounds in shuffled order")
+        for m in MODES:
+            print(f"  {m:8s} median measurement {statistics.median(x[m][0] for x in rounds):.3f} s wall, "
+                  f"{statistics.median(x[m][1] for x in rounds):.3f} s CPU")
+        halves_agree = True
+        for m, budget in (("counters", 1), ("trace", 3)):
+            for k, what in ((1, "CPU"), (0, "wall")):
+                ratios = [100 * (x[m][k] / x["off"][k] - 1) for x in rounds]
+                med, lo, hi = summary(ratios)
+                first, second = summary(ratios[: len(ratios) // 2]), summary(ratios[len(ratios) // 2:])
+                agree = first[1] <= second[0] <= first[2] and second[1] <= first[0] <= second[2]
+                if k == 1:
+                    halves_agree &= agree
+                print(f"overhead with {m}, {what} time: {med:+.2f} % (5-95 %: {lo:+.2f} to {hi:+.2f}; "
+                      f"budget {budget} %); halves {first[0]:+.2f} and {second[0]:+.2f} % "
+                      f"{'agree' if agree else 'DISAGREE'}")
+        if not halves_agree:
+            print("WARNING: the halves' CPU-time overheads disagree: too noisy a run to quote", file=sys.stderr)
 
         # stats() with 1,000 files active in the current step
         tfdarshan.attach()

@@ -18,8 +18,8 @@ def main(argv=None) -> int:
     ap.add_argument("--files", type=int, default=1_000_000)
     args = ap.parse_args(argv)
     from bench_log import synthetic_snapshot
-    from tfdarshan import advisor
-    from tfdarshan.tiers import Tier
+    from tfdarshan.advice import advisor
+    from tfdarshan.advice.tiers import Tier
     snap = synthetic_snapshot(args.files)
     fast = Tier(path="/dev/shm", fstype="tmpfs", open_latency=2e-6, stat_latency=2e-6, read_latency=1e-6,
                 bandwidth=3.5e9)

@@ -27,9 +27,9 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 def build_logdir(root: pathlib.Path, n_files: int, n_steps: int) -> pathlib.Path:
     from bench_log import synthetic_snapshot
-    from tfdarshan.darshan_log import write_darshan_log
-    from tfdarshan.session import _write_parquet
-    from tfdarshan.steps import FIELDS
+    from tfdarshan.logs.darshan_log import write_darshan_log
+    from tfdarshan.logs.series import write_parquet as _write_parquet
+    from tfdarshan.tf.steps import FIELDS
     snap = synthetic_snapshot(n_files)
     run = root / "logs" / "train" / "plugins" / "profile" / "2026_01_01_00_00_00"
     run.mkdir(parents=True)
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=10_000)
     args = ap.parse_args(argv)
     from tb_helpers import browser, open_tab, tensorboard
-    from tfdarshan.logdir import find_sessions
+    from tfdarshan.logs.logdir import find_sessions
     with tempfile.TemporaryDirectory() as d:
         logdir = build_logdir(pathlib.Path(d), args.files, args.steps)
         s = find_sessions(logdir)[0]

@@ -125,7 +125,7 @@ def wait_until_reads_stop(quiet: float = 0.2, limit: float = 10.0) -> None:
     for `quiet` seconds (reading /proc/self/io itself counts a few hundred
     bytes). Their reads would otherwise compete with the next run for the
     slow tier's bandwidth."""
-    from tfdarshan.coverage import proc_io
+    from tfdarshan.capture.coverage import proc_io
     deadline = time.monotonic() + limit
     last = proc_io()
     while last and time.monotonic() < deadline:
@@ -174,7 +174,7 @@ def findings(run: Run, paths: List[str]) -> Dict:
 
 def stage_selection(paths: List[str], root: str) -> Dict[str, str]:
     """Stage `paths` under root with the stager; the source -> copy mapping."""
-    from tfdarshan import stager
+    from tfdarshan.advice import stager
     fd, mpath = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:
@@ -190,7 +190,7 @@ def stage_selection(paths: List[str], root: str) -> Dict[str, str]:
 
 
 def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
-    from tfdarshan import advisor, tiers
+    from tfdarshan.advice import advisor, tiers
     data = workdir / "data" / cfg.study
     log(f"== {cfg.study}-like: {cfg.files} files")
     local = generate(cfg, data)

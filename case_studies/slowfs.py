@@ -115,7 +115,7 @@ class SlowFS(Operations):
 
 
 def parse_rate(text: str) -> float:
-    from tfdarshan.tiers import parse_size
+    from tfdarshan.advice.tiers import parse_size
     return float(parse_size(text))
 
 

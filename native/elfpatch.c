@@ -2,18 +2,32 @@
  * objects so their calls to the hooked functions reach our wrappers, and
  * puts every slot back on detach.
  *
+ * What is kept belongs to a live object and is dropped with it (memray's
+ * lesson, see shared/STYLE.md): for each patched object, the *index* of
+ * each patched relocation and the slot's original value. Slot addresses are
+ * never cached; every pass derives them again from the object's own
+ * relocation table, inside dl_iterate_phdr's callback, after proving that
+ * the object is the one that was scanned (same base, program headers,
+ * name and dynamic section) and that each remembered relocation still names
+ * the same hooked symbol. While the callback runs, the loader holds the
+ * lock that dlclose needs to take an object off the list, and it unmaps
+ * only after that, so no object we read or write can disappear under us.
+ * An object that is gone is forgotten without touching its memory.
+ *
+ * Objects are patched only once they are fully loaded: a pass first lists
+ * the objects, then waits for any dlopen/dlclose in progress (dlopen with
+ * RTLD_NOLOAD takes the loader's main lock, which a loading thread holds
+ * through relocation and constructors), and patches only listed objects.
+ * An object another thread is still relocating waits for the next pass.
+ *
  * Skipped objects: the shim itself, the dynamic loader, the vDSO, libc
  * (its internal calls never go through its GOT anyway), a chained site
- * Darshan library, and objects outside the base link-map namespace (they
- * have their own libc, which our wrappers must not mix with ours).
- *
- * Patching runs inside dl_iterate_phdr's callback: the loader holds its
- * list lock there, so no object we touch can be unloaded under us. No dl*
- * function is called from inside the callback. */
+ * Darshan library, and objects outside the base link-map namespace
+ * (dlmopen: they have their own libc, which our wrappers must not mix with
+ * ours). No dl* function is called from inside a callback. */
 #include "shim.h"
 
 #include <elf.h>
-#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,25 +47,32 @@
 #error "tfdarshan patches GOTs on x86_64 and aarch64 only"
 #endif
 
+enum { TABLE_JMPREL, TABLE_RELA };
+
+/* One patched relocation: where to find it again, and what the slot held. */
 typedef struct patch {
-    void **slot;
+    uint32_t index;             /* entry in the object's JMPREL or RELA table */
+    uint8_t table;
+    short hook;                 /* index into tfd_hooks */
     void *original;
-    void *wrapper;
 } patch;
 
 typedef struct object {
     uintptr_t base;
     const ElfW(Phdr) *phdr;
-    void **probe_slot;          /* one patched slot, to notice a reload */
-    void *probe_wrapper;
+    const char *name;
+    uint64_t fingerprint;       /* name and dynamic section, to tell a reload apart */
+    patch *patches;
+    int n_patches, cap_patches;
+    unsigned pass;              /* the last pass that found it loaded */
 } object;
 
 static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
-static patch *patches;
-static int n_patches, cap_patches;
 static object *objects;
 static int n_objects, cap_objects;
-static unsigned long long seen_adds = ~0ull;
+static unsigned pass_number;
+static unsigned long long seen_adds = ~0ull, seen_subs = ~0ull;
+static int pending;             /* objects left for a later pass */
 static const void *chain_marker;
 
 /* ---- hook lookup by symbol name: a small open-addressing table */
@@ -59,11 +80,11 @@ static const void *chain_marker;
 static short name_table[NAME_SLOTS];
 static int name_table_ready;
 
-static unsigned name_hash(const char *s)
+static uint64_t fnv(uint64_t h, const void *data, size_t len)
 {
-    unsigned h = 2166136261u;
-    while (*s)
-        h = (h ^ (unsigned char)*s++) * 16777619u;
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
     return h;
 }
 
@@ -76,7 +97,8 @@ static void build_name_table(void)
     for (int i = 0; i < tfd_n_hooks; i++) {
         if (!*tfd_hooks[i].real)
             continue;           /* no original to forward to: leave it alone */
-        unsigned k = name_hash(tfd_hooks[i].name) % NAME_SLOTS;
+        const char *n = tfd_hooks[i].name;
+        unsigned k = (unsigned)(fnv(14695981039346656037ull, n, strlen(n)) % NAME_SLOTS);
         while (name_table[k] >= 0)
             k = (k + 1) % NAME_SLOTS;
         name_table[k] = (short)i;
@@ -84,89 +106,129 @@ static void build_name_table(void)
     name_table_ready = 1;
 }
 
-static const tfd_hook *find_hook(const char *name)
+static int find_hook(const char *name)
 {
-    for (unsigned k = name_hash(name) % NAME_SLOTS; name_table[k] >= 0; k = (k + 1) % NAME_SLOTS)
+    unsigned k = (unsigned)(fnv(14695981039346656037ull, name, strlen(name)) % NAME_SLOTS);
+    for (; name_table[k] >= 0; k = (k + 1) % NAME_SLOTS)
         if (strcmp(tfd_hooks[name_table[k]].name, name) == 0)
-            return &tfd_hooks[name_table[k]];
-    return NULL;
-}
-
-/* ---- memory protection, read from /proc/self/maps once per pass */
-typedef struct region { uintptr_t start, end; int prot; } region;
-static region *regions;
-static int n_regions;
-
-static void load_regions(void)
-{
-    free(regions);
-    regions = NULL;
-    n_regions = 0;
-    FILE *f = fopen("/proc/self/maps", "re");
-    if (!f)
-        return;
-    int cap = 0;
-    char line[512];
-    while (fgets(line, sizeof(line), f)) {
-        unsigned long s, e;
-        char perms[8];
-        if (sscanf(line, "%lx-%lx %7s", &s, &e, perms) != 3)
-            continue;
-        if (n_regions == cap) {
-            cap = cap ? cap * 2 : 256;
-            region *r = realloc(regions, (size_t)cap * sizeof(region));
-            if (!r)
-                break;
-            regions = r;
-        }
-        int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
-                   (perms[2] == 'x' ? PROT_EXEC : 0);
-        regions[n_regions++] = (region){s, e, prot};
-    }
-    fclose(f);
-}
-
-static int prot_of(uintptr_t addr)
-{
-    int lo = 0, hi = n_regions - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (addr < regions[mid].start)
-            hi = mid - 1;
-        else if (addr >= regions[mid].end)
-            lo = mid + 1;
-        else
-            return regions[mid].prot;
-    }
+            return name_table[k];
     return -1;
 }
 
-/* Write one slot; a read-only page (RELRO) is opened for the write only. */
-static int write_slot(void **slot, void *value)
+/* A slot the loader has finished with points at code: a resolved function
+ * or the object's own PLT stub. Before relocation it holds 0 (GLOB_DAT) or
+ * an unrelocated offset (JUMP_SLOT). */
+static int relocated(const void *value)
 {
-    int prot = prot_of((uintptr_t)slot);
-    if (prot < 0)
+    int prot = tfd_maps_prot((uintptr_t)value);
+    return prot > 0 && (prot & PROT_EXEC);
+}
+
+/* ---- an object's dynamic section, parsed afresh each time it is used */
+typedef struct elf_view {
+    uintptr_t base;
+    const ElfW(Sym) *symtab;
+    const char *strtab;
+    const ElfW(Rela) *table[2];
+    size_t count[2];
+    uint64_t fingerprint;
+} elf_view;
+
+static uintptr_t dyn_ptr(uintptr_t v, uintptr_t base)
+{
+    /* glibc relocates .dynamic in place; other loaders may not */
+    return v < base ? v + base : v;
+}
+
+static int read_elf(const struct dl_phdr_info *info, elf_view *v)
+{
+    const ElfW(Dyn) *dyn = NULL;
+    memset(v, 0, sizeof(*v));
+    v->base = info->dlpi_addr;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (!dyn)
         return -1;
-    if (prot & PROT_WRITE) {
-        __atomic_store_n(slot, value, __ATOMIC_SEQ_CST);
-        return 0;
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    uint64_t fp = fnv(14695981039346656037ull, name, strlen(name));
+    long pltrel = DT_RELA;
+    size_t jmprel_size = 0, rela_size = 0;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        fp = fnv(fp, dyn, sizeof(*dyn));
+        switch (dyn->d_tag) {
+        case DT_SYMTAB: v->symtab = (const ElfW(Sym) *)dyn_ptr(dyn->d_un.d_ptr, v->base); break;
+        case DT_STRTAB: v->strtab = (const char *)dyn_ptr(dyn->d_un.d_ptr, v->base); break;
+        case DT_JMPREL: v->table[TABLE_JMPREL] = (const ElfW(Rela) *)dyn_ptr(dyn->d_un.d_ptr, v->base); break;
+        case DT_PLTRELSZ: jmprel_size = dyn->d_un.d_val; break;
+        case DT_PLTREL: pltrel = (long)dyn->d_un.d_val; break;
+        case DT_RELA: v->table[TABLE_RELA] = (const ElfW(Rela) *)dyn_ptr(dyn->d_un.d_ptr, v->base); break;
+        case DT_RELASZ: rela_size = dyn->d_un.d_val; break;
+        }
     }
-    long page = sysconf(_SC_PAGESIZE);
-    void *p = (void *)((uintptr_t)slot & ~(uintptr_t)(page - 1));
-    if (mprotect(p, (size_t)page, prot | PROT_WRITE) != 0)
+    if (!v->symtab || !v->strtab)
         return -1;
-    __atomic_store_n(slot, value, __ATOMIC_SEQ_CST);
-    mprotect(p, (size_t)page, prot);
+    if (pltrel != DT_RELA)
+        v->table[TABLE_JMPREL] = NULL;  /* REL-format PLT: not on our architectures */
+    v->count[TABLE_JMPREL] = v->table[TABLE_JMPREL] ? jmprel_size / sizeof(ElfW(Rela)) : 0;
+    v->count[TABLE_RELA] = v->table[TABLE_RELA] ? rela_size / sizeof(ElfW(Rela)) : 0;
+    v->fingerprint = fp;
     return 0;
 }
 
-/* ---- which objects to leave alone */
+/* The hook a relocation entry imports, or -1: an undefined symbol reached
+ * through a GOT slot whose name is one we wrap. */
+static int hook_of(const elf_view *v, const ElfW(Rela) *r)
+{
+    unsigned long type = ELF64_R_TYPE(r->r_info);
+    if (type != R_JUMP_SLOT && type != R_GLOB_DAT)
+        return -1;
+    const ElfW(Sym) *sym = &v->symtab[ELF64_R_SYM(r->r_info)];
+    if (sym->st_shndx != SHN_UNDEF)
+        return -1;              /* the object defines it itself */
+    return find_hook(v->strtab + sym->st_name);
+}
+
+/* The slot of a remembered patch, or NULL when the object's table no longer
+ * has that entry for that hook (then it is not the object we scanned). */
+static void **slot_of(const elf_view *v, const patch *p)
+{
+    if (p->index >= v->count[p->table])
+        return NULL;
+    const ElfW(Rela) *r = &v->table[p->table][p->index];
+    if (hook_of(v, r) != p->hook)
+        return NULL;
+    return (void **)(v->base + r->r_offset);
+}
+
+static int add_patch(object *obj, uint32_t index, int table, int hook, void *original)
+{
+    if (obj->n_patches == obj->cap_patches) {
+        int cap = obj->cap_patches ? obj->cap_patches * 2 : 16;
+        patch *p = realloc(obj->patches, (size_t)cap * sizeof(patch));
+        if (!p)
+            return -1;
+        obj->patches = p;
+        obj->cap_patches = cap;
+    }
+    obj->patches[obj->n_patches++] = (patch){index, (uint8_t)table, (short)hook, original};
+    return 0;
+}
+
+/* ---- one pass over the loaded objects */
+enum { MODE_PATCH, MODE_RECHECK, MODE_RESTORE };
+
+typedef struct listed { uintptr_t base; const ElfW(Phdr) *phdr; const char *name; } listed;
+
 typedef struct scan {
+    int mode;
     uintptr_t skip_addr[5];     /* addresses inside objects we must not patch */
     struct link_map *base_ns;   /* first link map of the base namespace */
-    unsigned long long adds;
-    int restore;                /* 0: patch, 1: restore */
-    int changed;
+    listed *ready;              /* objects fully loaded before the pass began */
+    int n_ready;
+    int skipped;                /* objects left for a later pass */
+    int restored;
+    unsigned long long adds, subs;
 } scan;
 
 static int contains(const struct dl_phdr_info *info, uintptr_t addr)
@@ -193,130 +255,141 @@ static int in_base_namespace(const struct dl_phdr_info *info, struct link_map *b
     return 0;
 }
 
-static object *find_object(const struct dl_phdr_info *info)
+static int is_ready(const scan *sc, const struct dl_phdr_info *info)
+{
+    for (int i = 0; i < sc->n_ready; i++)
+        if (sc->ready[i].base == info->dlpi_addr && sc->ready[i].phdr == info->dlpi_phdr &&
+            sc->ready[i].name == info->dlpi_name)
+            return 1;
+    return 0;
+}
+
+static object *find_object(const struct dl_phdr_info *info, uint64_t fingerprint)
 {
     for (int i = 0; i < n_objects; i++)
-        if (objects[i].base == info->dlpi_addr && objects[i].phdr == info->dlpi_phdr)
+        if (objects[i].base == info->dlpi_addr && objects[i].phdr == info->dlpi_phdr &&
+            objects[i].name == info->dlpi_name && objects[i].fingerprint == fingerprint)
             return &objects[i];
     return NULL;
 }
 
-static int remember_patch(void **slot, void *original, void *wrapper)
+static void forget_object(int i)
 {
-    if (n_patches == cap_patches) {
-        int cap = cap_patches ? cap_patches * 2 : 1024;
-        patch *p = realloc(patches, (size_t)cap * sizeof(patch));
-        if (!p)
-            return -1;
-        patches = p;
-        cap_patches = cap;
+    free(objects[i].patches);
+    objects[i] = objects[--n_objects];
+}
+
+static object *new_object(const struct dl_phdr_info *info, uint64_t fingerprint)
+{
+    if (n_objects == cap_objects) {
+        int cap = cap_objects ? cap_objects * 2 : 256;
+        object *o = realloc(objects, (size_t)cap * sizeof(object));
+        if (!o)
+            return NULL;
+        objects = o;
+        cap_objects = cap;
     }
-    patches[n_patches++] = (patch){slot, original, wrapper};
-    return 0;
+    object *obj = &objects[n_objects++];
+    *obj = (object){info->dlpi_addr, info->dlpi_phdr, info->dlpi_name, fingerprint, NULL, 0, 0, 0};
+    return obj;
 }
 
-static void patch_relocs(const ElfW(Rela) *rel, size_t size, uintptr_t base, const ElfW(Sym) *symtab,
-                         const char *strtab, object *obj)
+/* Point a slot at the wrapper, remembering what it held. */
+static void patch_slot(void **slot, int hook, void **original)
 {
-    for (size_t i = 0; rel && i < size / sizeof(ElfW(Rela)); i++) {
-        unsigned long type = ELF64_R_TYPE(rel[i].r_info);
-        if (type != R_JUMP_SLOT && type != R_GLOB_DAT)
-            continue;
-        const ElfW(Sym) *sym = &symtab[ELF64_R_SYM(rel[i].r_info)];
-        if (sym->st_shndx != SHN_UNDEF)
-            continue;           /* the object defines it itself */
-        const tfd_hook *h = find_hook(strtab + sym->st_name);
-        if (!h)
-            continue;
-        void **slot = (void **)(base + rel[i].r_offset);
-        void *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-        if (cur == h->wrapper)
-            continue;
-        if (remember_patch(slot, cur, h->wrapper) != 0)
-            return;
-        if (write_slot(slot, h->wrapper) != 0) {
-            n_patches--;
-            continue;
-        }
-        if (!obj->probe_slot) {
-            obj->probe_slot = slot;
-            obj->probe_wrapper = h->wrapper;
-        }
-    }
+    void *wrapper = tfd_hooks[hook].wrapper;
+    void *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (cur == wrapper || !relocated(cur))
+        return;         /* ours already, or unresolved (a weak symbol absent) */
+    if (tfd_maps_write(slot, wrapper) == 0)
+        *original = cur;
 }
 
-static uintptr_t dyn_ptr(uintptr_t v, uintptr_t base)
+/* A first sight of an object: every hooked relocation it has. */
+static void scan_object(const elf_view *v, object *obj)
 {
-    /* glibc relocates .dynamic in place; other loaders may not */
-    return v < base ? v + base : v;
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; i < v->count[t]; i++) {
+            const ElfW(Rela) *r = &v->table[t][i];
+            int hook = hook_of(v, r);
+            if (hook < 0)
+                continue;
+            if (add_patch(obj, (uint32_t)i, t, hook, NULL) != 0)
+                return;
+            patch *p = &obj->patches[obj->n_patches - 1];
+            patch_slot((void **)(v->base + r->r_offset), hook, &p->original);
+        }
 }
 
-static int patch_callback(struct dl_phdr_info *info, size_t size, void *data)
+static int visit(struct dl_phdr_info *info, size_t size, void *data)
 {
     scan *sc = data;
     (void)size;
     sc->adds = info->dlpi_adds;
+    sc->subs = info->dlpi_subs;
     for (int i = 0; i < 5; i++)
         if (sc->skip_addr[i] && contains(info, sc->skip_addr[i]))
             return 0;
+    elf_view v;
+    if (read_elf(info, &v) != 0)
+        return 0;
+    object *obj = find_object(info, v.fingerprint);
+    for (int i = 0; obj && i < obj->n_patches; i++)
+        if (!slot_of(&v, &obj->patches[i])) {
+            /* same place, name and dynamic section, other relocations: a
+             * stranger, not the object we scanned */
+            forget_object((int)(obj - objects));
+            obj = NULL;
+        }
+    if (obj) {
+        obj->pass = pass_number;
+        for (int i = 0; i < obj->n_patches; i++) {
+            patch *p = &obj->patches[i];
+            void **slot = slot_of(&v, p);
+            if (sc->mode != MODE_RESTORE)
+                /* a reload at the same place, or a lazy binding racing
+                 * with our write, may have put an original back */
+                patch_slot(slot, p->hook, &p->original);
+            else if (p->original && __atomic_load_n(slot, __ATOMIC_ACQUIRE) == tfd_hooks[p->hook].wrapper &&
+                     tfd_maps_write(slot, p->original) == 0)
+                sc->restored++;
+        }
+        return 0;
+    }
+    if (sc->mode != MODE_PATCH)
+        return 0;
+    if (!is_ready(sc, info)) {
+        sc->skipped++;          /* appeared after the barrier: maybe still loading */
+        return 0;
+    }
     if (!in_base_namespace(info, sc->base_ns))
         return 0;
-
-    object *obj = find_object(info);
+    obj = new_object(info, v.fingerprint);
     if (obj) {
-        /* patched already, unless it was unloaded and loaded again here */
-        if (!obj->probe_slot || __atomic_load_n(obj->probe_slot, __ATOMIC_ACQUIRE) == obj->probe_wrapper)
-            return 0;
-        obj->probe_slot = NULL;
-    } else {
-        if (n_objects == cap_objects) {
-            int cap = cap_objects ? cap_objects * 2 : 512;
-            object *o = realloc(objects, (size_t)cap * sizeof(object));
-            if (!o)
-                return 0;
-            objects = o;
-            cap_objects = cap;
-        }
-        obj = &objects[n_objects++];
-        *obj = (object){info->dlpi_addr, info->dlpi_phdr, NULL, NULL};
+        obj->pass = pass_number;
+        scan_object(&v, obj);
     }
-
-    const ElfW(Dyn) *dyn = NULL;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-    if (!dyn)
-        return 0;
-    uintptr_t base = info->dlpi_addr;
-    const ElfW(Sym) *symtab = NULL;
-    const char *strtab = NULL;
-    const ElfW(Rela) *jmprel = NULL, *rela = NULL;
-    size_t jmprel_size = 0, rela_size = 0;
-    long pltrel = DT_RELA;
-    for (; dyn->d_tag != DT_NULL; dyn++) {
-        switch (dyn->d_tag) {
-        case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(dyn->d_un.d_ptr, base); break;
-        case DT_STRTAB: strtab = (const char *)dyn_ptr(dyn->d_un.d_ptr, base); break;
-        case DT_JMPREL: jmprel = (const ElfW(Rela) *)dyn_ptr(dyn->d_un.d_ptr, base); break;
-        case DT_PLTRELSZ: jmprel_size = dyn->d_un.d_val; break;
-        case DT_PLTREL: pltrel = (long)dyn->d_un.d_val; break;
-        case DT_RELA: rela = (const ElfW(Rela) *)dyn_ptr(dyn->d_un.d_ptr, base); break;
-        case DT_RELASZ: rela_size = dyn->d_un.d_val; break;
-        }
-    }
-    if (!symtab || !strtab)
-        return 0;
-    if (pltrel == DT_RELA)
-        patch_relocs(jmprel, jmprel_size, base, symtab, strtab, obj);
-    patch_relocs(rela, rela_size, base, symtab, strtab, obj);
-    sc->changed = 1;
     return 0;
 }
 
-static int adds_callback(struct dl_phdr_info *info, size_t size, void *data)
+static int list_ready(struct dl_phdr_info *info, size_t size, void *data)
+{
+    scan *sc = data;
+    (void)size;
+    listed *r = realloc(sc->ready, (size_t)(sc->n_ready + 1) * sizeof(listed));
+    if (!r)
+        return 1;
+    sc->ready = r;
+    sc->ready[sc->n_ready++] = (listed){info->dlpi_addr, info->dlpi_phdr, info->dlpi_name};
+    return 0;
+}
+
+static int counts_callback(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
-    *(unsigned long long *)data = info->dlpi_adds;
+    unsigned long long *c = data;
+    c[0] = info->dlpi_adds;
+    c[1] = info->dlpi_subs;
     return 1;
 }
 
@@ -325,14 +398,20 @@ void tfd_patch_set_chain_base(const void *addr)
     chain_marker = addr;
 }
 
-static void fill_skip(scan *sc)
+/* Must run without patch_lock: it waits for the loader's lock, which a
+ * thread inside dlopen holds while its constructors may call into us. */
+static void prepare_scan(scan *sc, int mode)
 {
     memset(sc, 0, sizeof(*sc));
+    sc->mode = mode;
     sc->skip_addr[0] = (uintptr_t)&tfd_patch_loaded_objects;   /* ourselves */
     sc->skip_addr[1] = (uintptr_t)getauxval(AT_BASE);           /* ld.so */
     sc->skip_addr[2] = (uintptr_t)getauxval(AT_SYSINFO_EHDR);   /* vDSO */
     sc->skip_addr[3] = (uintptr_t)&gnu_get_libc_version;        /* libc */
     sc->skip_addr[4] = (uintptr_t)chain_marker;
+    if (mode == MODE_PATCH)
+        dl_iterate_phdr(list_ready, sc);
+    /* the barrier: returns once every dlopen/dlclose begun before it ended */
     void *main_handle = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
     struct link_map *lm = NULL;
     if (main_handle && dlinfo(main_handle, RTLD_DI_LINKMAP, &lm) == 0) {
@@ -344,60 +423,70 @@ static void fill_skip(scan *sc)
         dlclose(main_handle);
 }
 
-int tfd_patch_loaded_objects(void)
+/* Objects the last pass did not find are gone: drop them unseen. */
+static void sweep(void)
 {
+    for (int i = n_objects - 1; i >= 0; i--)
+        if (objects[i].pass != pass_number)
+            forget_object(i);
+}
+
+/* One pass over the loaded objects; returns holding patch_lock. */
+static void run_pass(scan *sc, int mode)
+{
+    prepare_scan(sc, mode);
     pthread_mutex_lock(&patch_lock);
     build_name_table();
-    unsigned long long adds = 0;
-    dl_iterate_phdr(adds_callback, &adds);
-    if (adds == seen_adds) {
-        pthread_mutex_unlock(&patch_lock);
-        return 0;
-    }
-    scan sc;
-    fill_skip(&sc);
-    load_regions();
-    dl_iterate_phdr(patch_callback, &sc);
-    /* a lazy binding resolved concurrently may have overwritten a slot */
-    for (int i = 0; i < n_patches; i++) {
-        void **slot = patches[i].slot;
-        void *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-        if (cur != patches[i].wrapper && cur != patches[i].original)
-            continue;       /* not ours any more (object replaced) */
-        if (cur != patches[i].wrapper)
-            write_slot(slot, patches[i].wrapper);
-    }
-    seen_adds = sc.adds;
+    tfd_maps_load();
+    pass_number++;
+    dl_iterate_phdr(visit, sc);
+}
+
+int tfd_patch_loaded_objects(void)
+{
+    unsigned long long counts[2] = {0, 0};
+    dl_iterate_phdr(counts_callback, counts);
+    pthread_mutex_lock(&patch_lock);
+    int unchanged = counts[0] == seen_adds && counts[1] == seen_subs && !pending;
     pthread_mutex_unlock(&patch_lock);
-    return n_patches;
+    if (unchanged)
+        return tfd_patched_slots();
+
+    scan sc;
+    run_pass(&sc, MODE_PATCH);
+    sweep();
+    /* a lazy binding resolved while we wrote may have put an original back */
+    sc.mode = MODE_RECHECK;
+    dl_iterate_phdr(visit, &sc);
+    seen_adds = sc.adds;
+    seen_subs = sc.subs;
+    pending = sc.skipped > 0;
+    pthread_mutex_unlock(&patch_lock);
+    free(sc.ready);
+    return tfd_patched_slots();
 }
 
 int tfd_unpatch_all(void)
 {
-    pthread_mutex_lock(&patch_lock);
-    load_regions();
-    int restored = 0;
-    for (int i = n_patches - 1; i >= 0; i--) {
-        void **slot = patches[i].slot;
-        /* an unloaded object's page is gone; only touch mapped slots that
-         * still hold our wrapper */
-        if (prot_of((uintptr_t)slot) < 0)
-            continue;
-        if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) != patches[i].wrapper)
-            continue;
-        if (write_slot(slot, patches[i].original) == 0)
-            restored++;
-    }
-    n_patches = 0;
-    n_objects = 0;
-    seen_adds = ~0ull;
+    scan sc;
+    run_pass(&sc, MODE_RESTORE);
+    while (n_objects > 0)
+        forget_object(n_objects - 1);
+    seen_adds = seen_subs = ~0ull;
+    pending = 0;
     pthread_mutex_unlock(&patch_lock);
-    return restored;
+    return sc.restored;
 }
 
 int tfd_patched_slots(void)
 {
-    return n_patches;
+    int n = 0;
+    pthread_mutex_lock(&patch_lock);
+    for (int i = 0; i < n_objects; i++)
+        for (int j = 0; j < objects[i].n_patches; j++)
+            n += objects[i].patches[j].original != NULL;
+    pthread_mutex_unlock(&patch_lock);
+    return n;
 }
 
 int tfd_patched_objects(void)
@@ -405,22 +494,32 @@ int tfd_patched_objects(void)
     int n = 0;
     pthread_mutex_lock(&patch_lock);
     for (int i = 0; i < n_objects; i++)
-        n += objects[i].probe_slot != NULL;
+        for (int j = 0; j < objects[i].n_patches; j++)
+            if (objects[i].patches[j].original) {
+                n++;
+                break;
+            }
     pthread_mutex_unlock(&patch_lock);
     return n;
 }
 
 typedef struct probe_query { const char *fragment; int found; } probe_query;
 
+/* Patched means: a live object whose remembered slots hold our wrappers. */
 static int probe_callback(struct dl_phdr_info *info, size_t size, void *data)
 {
     probe_query *q = data;
     (void)size;
     if (!info->dlpi_name || !strstr(info->dlpi_name, q->fragment))
         return 0;
-    object *o = find_object(info);
-    if (o && o->probe_slot && __atomic_load_n(o->probe_slot, __ATOMIC_ACQUIRE) == o->probe_wrapper)
-        q->found = 1;
+    elf_view v;
+    if (read_elf(info, &v) != 0)
+        return 0;
+    object *obj = find_object(info, v.fingerprint);
+    for (int i = 0; obj && i < obj->n_patches && !q->found; i++) {
+        void **slot = slot_of(&v, &obj->patches[i]);
+        q->found = slot && __atomic_load_n(slot, __ATOMIC_ACQUIRE) == tfd_hooks[obj->patches[i].hook].wrapper;
+    }
     return q->found;
 }
 
@@ -433,6 +532,8 @@ int tfd_object_is_patched(const char *fragment)
     return q.found;
 }
 
+/* The parent may have held the lock at fork; the child's copy of the
+ * table describes the same objects, which the child inherited. */
 void tfd_patch_atfork_child(void)
 {
     pthread_mutex_init(&patch_lock, NULL);

@@ -64,7 +64,12 @@ int tfd_unpatch_all(void) TFD_HIDDEN;
 void tfd_patch_set_chain_base(const void *addr_in_chain_library) TFD_HIDDEN;
 void tfd_patch_atfork_child(void) TFD_HIDDEN;
 
-/* ---- records.c: the recording runtime */
+/* ---- maps.c: memory protection for the patcher */
+void tfd_maps_load(void) TFD_HIDDEN;                 /* read /proc/self/maps */
+int tfd_maps_prot(uintptr_t addr) TFD_HIDDEN;        /* PROT_* of addr, -1 if unmapped */
+int tfd_maps_write(void **slot, void *value) TFD_HIDDEN;
+
+/* ---- records_*.c: the recording runtime */
 extern volatile int tfd_attached TFD_HIDDEN;
 int tfd_records_init(const tfd_config *config, char *err, size_t err_len) TFD_HIDDEN;
 void tfd_records_sync_open_fds(void) TFD_HIDDEN;

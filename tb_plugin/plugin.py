@@ -21,7 +21,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logdir import find_sessions
+from tfdarshan.logs.logdir import find_sessions
 from tfdarshan_tb import metadata, views
 
 STATIC = pathlib.Path(__file__).parent / "static"

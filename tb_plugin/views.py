@@ -11,11 +11,11 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from tfdarshan import mounts as M
-from tfdarshan import report
-from tfdarshan.darshan_log import read_darshan_log
-from tfdarshan.logdir import Session, load_steps
-from tfdarshan.snapshot import Snapshot, combine
+from tfdarshan.capture import mounts as M
+from tfdarshan.advice import file_table as report
+from tfdarshan.logs.darshan_log import read_darshan_log
+from tfdarshan.logs.logdir import Session, load_steps, process_label
+from tfdarshan.capture.snapshot import Snapshot, combine
 
 FILE_COLUMNS = ["path", "tier", "bytes_read", "bytes_written", "reads", "writes", "opens", "stats",
                 "read_time", "meta_time", "bandwidth", "mean_request", "seq_fraction", "zero_reads"]
@@ -77,7 +77,10 @@ def _clean(v):
 def runs(sessions: List[Session]) -> Dict:
     out: Dict[str, list] = {}
     for s in sessions:
-        out.setdefault(s.run, []).append({"session": s.name, "hosts": list(s.hosts)})
+        out.setdefault(s.run, []).append({"session": s.name, "hosts": list(s.hosts),
+                                          "labels": [process_label(h) for h in s.hosts],
+                                          "ranks": sum(".rank" in h for h in s.hosts),
+                                          "job_log": s.job_log})
     return {"runs": [{"run": r, "sessions": v} for r, v in out.items()]}
 
 

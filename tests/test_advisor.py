@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 
 import tfdarshan
-from tfdarshan import advisor, counters as C
-from tfdarshan import stager
-from tfdarshan import tiers as T
+from tfdarshan.advice import advisor
+from tfdarshan.capture import counters as C
+from tfdarshan.advice import stager
+from tfdarshan.advice import tiers as T
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.snapshot import Snapshot, empty_dxt, empty_extra, empty_values
+from tfdarshan.capture.snapshot import Snapshot, empty_dxt, empty_extra, empty_values
 
 FAST = T.Tier(path="/fast", fstype="tmpfs", open_latency=2e-6, stat_latency=1e-6, read_latency=1e-6,
               bandwidth=4e9, capacity=1 << 30)
@@ -210,7 +211,7 @@ def test_capacity_smaller_than_any_file(tmp_path):
                          "POSIX_F_READ_TIME": 0.5}])
     a = advisor.recommend(snap, FAST, capacity=1000)
     assert len(a.chosen) == 0
-    from tfdarshan.advice_report import render_text
+    from tfdarshan.advice.render import render_text
     assert "Nothing worth staging" in render_text(a)
 
 
@@ -280,3 +281,34 @@ def test_end_to_end_on_disk_and_shm(tf, tmp_path, monkeypatch):
         assert 0.5 <= r["achieved_over_predicted"] <= 1.5, r
     finally:
         shutil.rmtree(fast_root, ignore_errors=True)
+
+
+def test_capacity_needs_a_unit_or_a_share(tmp_path):
+    # "--capacity 10" once meant 10 bytes, silently
+    import subprocess
+    import sys
+    data = tmp_path / "d.bin"
+    data.write_bytes(b"x" * 5000)
+    script = tmp_path / "read.py"
+    script.write_text(f"open({str(data)!r}, 'rb').read()\n")
+    logs = tmp_path / "logs"
+    subprocess.run([sys.executable, "-m", "tfdarshan", "run", "--logdir", str(logs), str(script)], check=True,
+                   capture_output=True)
+    base = [sys.executable, "-m", "tfdarshan", "recommend", str(logs), "--fast-tier", "/dev/shm", "--capacity"]
+    bad = subprocess.run(base + ["10"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "give a unit" in bad.stderr and "10%" in bad.stderr
+    for ok in ("10K", "4096B", "10%"):
+        r = subprocess.run(base + [ok], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (ok, r.stderr)
+        # and it says which session it read
+        [session] = [d.name for d in (logs / "plugins" / "profile").iterdir() if d.is_dir()]
+        assert f"read run ., session {session} (1 process)" in r.stderr
+
+
+def test_every_recommend_option_has_help():
+    from tfdarshan.cli import build_parser
+    parser = build_parser()
+    recommend = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "recommend")[1]
+    undocumented = [a.dest for a in recommend._actions if not a.help and a.dest != "help"]
+    assert not undocumented, f"options without help text: {undocumented}"

@@ -5,7 +5,7 @@ import sys
 import textwrap
 
 import tfdarshan
-from tfdarshan import _native
+from tfdarshan.capture import _native
 from conftest import row
 
 

@@ -1,12 +1,15 @@
 """`tfdarshan import` and the CLI's handling of mistakes."""
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 import tfdarshan
-from tfdarshan.darshan_log import read_darshan_log, write_darshan_log
+from tfdarshan.cli import main
+from tfdarshan.logs.darshan_log import read_darshan_log, write_darshan_log
+from tfdarshan.logs.logdir import find_sessions
 
 
 def tfdarshan_cli(*args, cwd=None):
@@ -73,3 +76,17 @@ print(int(p.snapshot.posix['POSIX_BYTES_WRITTEN'].sum()))
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.split()[-1]) == 1000
     assert list(tmp_path.glob("*.darshan")), "the site Darshan should have written its own log"
+
+
+def test_import_gives_logs_of_the_same_name_sessions_of_their_own(small_log, tmp_path):
+    # two of our own logs are both called <host>.darshan; importing them once failed
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    shutil.copyfile(small_log, a / "vm.darshan")
+    shutil.copyfile(small_log, b / "vm.darshan")
+    logdir = tmp_path / "logs"
+    assert main(["import", str(a / "vm.darshan"), str(b / "vm.darshan"), "--logdir", str(logdir)]) == 0
+    assert main(["import", str(a / "vm.darshan"), "--logdir", str(logdir)]) == 0     # and later ones too
+    sessions = find_sessions(logdir)
+    assert sorted(s.name for s in sessions) == ["vm", "vm-2", "vm-3"]
+    assert all(len(s.hosts) == 1 for s in sessions)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import tfdarshan
-from tfdarshan import counters as C
-from tfdarshan.darshan_log import check_log, read_darshan_log, write_darshan_log
+from tfdarshan.capture import counters as C
+from tfdarshan.logs.darshan_log import check_log, read_darshan_log, write_darshan_log
 from tfdarshan.errors import DarshanLogError
 
 
@@ -195,7 +195,7 @@ def test_fuzzed_logs_never_crash_the_interpreter(tmp_path, traced_window):
         (fuzz / f"m{i:03d}.darshan").write_bytes(bytes(data))
     code = textwrap.dedent(f"""
         import glob, sys
-        from tfdarshan.darshan_log import read_darshan_log
+        from tfdarshan.logs.darshan_log import read_darshan_log
         from tfdarshan.errors import DarshanLogError
         ok = refused = 0
         for p in sorted(glob.glob({str(fuzz)!r} + "/*.darshan")):

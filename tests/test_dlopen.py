@@ -6,7 +6,7 @@ import pathlib
 import subprocess
 
 import tfdarshan
-from tfdarshan import _native
+from tfdarshan.capture import _native
 from conftest import row
 
 NATIVE = pathlib.Path(__file__).parent / "native"

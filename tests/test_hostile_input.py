@@ -29,11 +29,12 @@ from tensorboard.plugins.base_plugin import TBContext
 from werkzeug.test import Client
 
 import tfdarshan
-from tfdarshan import runner, stager, tiers
+from tfdarshan.tf import runner
+from tfdarshan.advice import stager, tiers
 from tfdarshan.cli import main
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logdir import find_sessions, load_steps
-from tfdarshan.steps import FILE_COLUMNS, STEP_COLUMNS
+from tfdarshan.logs.logdir import find_sessions, load_steps
+from tfdarshan.tf.steps import FILE_COLUMNS, STEP_COLUMNS
 from tfdarshan_tb.plugin import MAX_PARAM, IOPlugin
 
 # generated examples share files made once per module, so function-scoped fixtures are fine here

@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from tfdarshan.logdir import find_sessions
+from tfdarshan.logs.logdir import find_sessions
 
 PRELUDE = textwrap.dedent("""
     import json, os, sys, threading

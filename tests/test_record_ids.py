@@ -5,7 +5,7 @@ import os
 import darshan
 import pytest
 
-from tfdarshan import _native
+from tfdarshan.capture import _native
 
 
 def _example_logs():

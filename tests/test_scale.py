@@ -102,7 +102,7 @@ def test_a_million_files(tmp_path, iostress):
     back = tfdarshan.read_darshan_log(darshan_log).posix
     back = back[back["path"].str.startswith(root + "/") | (back["path"] == "<tfdarshan:other-files>")]
     assert (len(back), int(back["POSIX_BYTES_READ"].sum())) == (CAP + 1, FILES * SIZE)
-    from tfdarshan.logdir import find_sessions
+    from tfdarshan.logs.logdir import find_sessions
     (session,) = find_sessions(logdir)
     q = {"run": session.run, "session": session.name}
     with tensorboard(logdir) as url:
@@ -120,3 +120,33 @@ def test_a_million_files(tmp_path, iostress):
         assert row["bytes_read"] == (FILES - CAP) * SIZE
         status, _, body = fetch(url, "/data/plugin/tfdarshan/files?" + urllib.parse.urlencode(dict(q, q="/tree/")))
         assert json.loads(body)["total"] == CAP
+
+
+def test_trace_cap_holds_for_a_window_whatever_the_collector_does(tmp_path):
+    # the background collector empties the shim's trace buffer every 10 s; a
+    # window must still keep at most the cap, however often that happens
+    import tfdarshan
+    from tfdarshan.capture.recorder import RECORDER
+    script = textwrap.dedent(f"""
+        import json, os, sys
+        import tfdarshan
+        from tfdarshan.capture.recorder import RECORDER
+        tfdarshan.attach(trace=True, trace_memory=64 << 10)
+        path = {str(tmp_path / "f.bin")!r}
+        open(path, "wb").write(b"x" * 4096)
+        fd = os.open(path, os.O_RDONLY)
+        with tfdarshan.profile() as prof:
+            for i in range(int(sys.argv[1])):
+                os.pread(fd, 64, 0)
+                if i % 500 == 0:
+                    RECORDER.collect()          # as the collector thread may, at any time
+        print(json.dumps({{"segments": len(prof.snapshot.dxt), "dropped": prof.snapshot.meta["trace_dropped"],
+                          "seg_bytes": 6 * 8}}))   # a kept segment: index, op, offset, length, start, end
+    """)
+    n = 6000
+    r = subprocess.run([sys.executable, "-c", script, str(n)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TFDARSHAN_NO_HOOKS": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["segments"] * res["seg_bytes"] <= 64 << 10
+    assert res["dropped"] > 0 and res["segments"] + res["dropped"] >= n     # (the opens are not traced)

@@ -4,7 +4,7 @@ import os
 import threading
 
 import tfdarshan
-from tfdarshan import _native
+from tfdarshan.capture import _native
 from conftest import row
 
 THREADS = 16

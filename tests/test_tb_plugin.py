@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tfdarshan
-from tfdarshan.logdir import find_sessions, load_snapshot
+from tfdarshan.logs.logdir import find_sessions, load_snapshot
 from tb_helpers import ARTIFACTS, browser, fetch, open_tab, tensorboard
 from test_tf_integration import dataset, model, write_tfrecords
 

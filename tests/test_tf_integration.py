@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import tfdarshan
-from tfdarshan import tf_hooks
-from tfdarshan.session import read_parquet
+from tfdarshan.tf import hooks, profiler_hooks
+from tfdarshan.logs.series import read_parquet
 
 HOST = socket.gethostname()
 
@@ -137,16 +137,16 @@ def test_profiler_that_fails_to_start_leaves_nothing_started(tf, tmp_path):
     try:
         with pytest.raises(tf.errors.AlreadyExistsError):
             tf.profiler.experimental.start(str(tmp_path / "b"))
-        assert tf_hooks._current is not None and str(tf_hooks._current.logdir).endswith("a")
+        assert profiler_hooks._current is not None and str(profiler_hooks._current.logdir).endswith("a")
     finally:
         tf.profiler.experimental.stop()
-    assert tf_hooks._current is None
+    assert profiler_hooks._current is None
     assert not (tmp_path / "b").exists()
 
 
 def test_disable_restores_tensorflow_exactly(tf):
     from tensorflow.python.profiler import profiler_v2, trace
-    assert tfdarshan.tf_hooks.enabled()
+    assert hooks.enabled()
     wrapped = tf.profiler.experimental.start
     tfdarshan.disable()
     try:
@@ -248,7 +248,10 @@ def test_tfdarshan_run_writes_logs_on_sigterm(tmp_path):
     assert p.returncode == 128 + signal.SIGTERM, err
     snap = tfdarshan.read_darshan_log(session_dir(tmp_path / "logs") / f"{HOST}.darshan")
     r = snap.posix[snap.posix["path"] == str(data)].iloc[0]
-    assert r["POSIX_OPENS"] >= 1 and r["POSIX_BYTES_READ"] == r["POSIX_OPENS"] * 10_000
+    # the SIGTERM lands anywhere in the loop: the last file opened may or
+    # may not have been read (a regular file's read is not interrupted)
+    opens, read = int(r["POSIX_OPENS"]), int(r["POSIX_BYTES_READ"])
+    assert opens >= 1 and read % 10_000 == 0 and opens - 1 <= read // 10_000 <= opens, (opens, read)
 
 
 def test_run_children_get_their_own_logs(tmp_path):
@@ -300,7 +303,7 @@ def _free_ports(n):
 
 @pytest.mark.timeout(900)
 def test_two_workers_write_their_own_files(tf, tmp_path):
-    from tfdarshan.logdir import find_sessions, load_snapshot, load_steps
+    from tfdarshan.logs.logdir import find_sessions, load_snapshot, load_steps
     files = write_tfrecords(tf, tmp_path / "data", files=4, records=200)
     logdir = tmp_path / "logs"
     ports = _free_ports(2)
@@ -316,9 +319,11 @@ def test_two_workers_write_their_own_files(tf, tmp_path):
         assert p.returncode == 0, err[-3000:]
     logs = sorted(logdir.glob("**/plugins/profile/*/*.darshan"))
     stems = {l.name for l in logs}
-    assert len(logs) == 2 and all("_" in s for s in stems), logs   # <host>_<pid> per worker
-    pids = {int(s.split("_")[-1].split(".")[0]) for s in stems}
-    assert pids == {p.pid for p in procs}
+    # TF_CONFIG's task index is the worker's rank: <host>.rank<i>, and in the job record
+    assert stems == {f"{HOST}.rank{i}.darshan" for i in range(2)}, logs
+    for log in logs:
+        job = tfdarshan.read_darshan_log(log).meta["job_metadata"]
+        assert (job["rank"], job["world_size"], job["launcher"]) == (log.name.split(".rank")[1][0], "2", "TF_CONFIG")
     # downstream, a session merges its workers
     sessions = find_sessions(logdir)
     total = sum(int(tfdarshan.read_darshan_log(l).posix["POSIX_BYTES_READ"].sum()) for l in logs)

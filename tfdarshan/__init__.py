@@ -14,13 +14,13 @@ import os as _os
 
 from tfdarshan.api import (attach, detach, disable, enable, is_attached, profile, snapshot, stats, step,
                            suppressed)
-from tfdarshan.darshan_log import read_darshan_log, write_darshan_log
-from tfdarshan.snapshot import Snapshot
-from tfdarshan.stager import staged_paths
+from tfdarshan.logs.darshan_log import read_darshan_log, write_darshan_log
+from tfdarshan.capture.snapshot import Snapshot
+from tfdarshan.advice.stager import staged_paths
+from tfdarshan._version import __version__
 
 __all__ = ["attach", "detach", "enable", "disable", "is_attached", "profile", "snapshot", "stats", "step",
            "suppressed", "Snapshot", "read_darshan_log", "write_darshan_log", "staged_paths"]
-__version__ = "0.1.0"
 
 # profiler sessions record I/O once tfdarshan is imported
 if not _os.environ.get("TFDARSHAN_NO_HOOKS"):

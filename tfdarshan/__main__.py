@@ -1,3 +1,4 @@
+"""`python -m tfdarshan`: the same command as `tfdarshan`."""
 import sys
 
 from tfdarshan.cli import main

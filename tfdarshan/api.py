@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import contextlib
+import pathlib
 import warnings
 from typing import Iterator, Optional, Sequence
 
-from tfdarshan import _native
-from tfdarshan.recorder import Recorder
-from tfdarshan.snapshot import Snapshot
+from tfdarshan.capture import _native
+from tfdarshan.capture.recorder import RECORDER
+from tfdarshan.capture.snapshot import Snapshot
+from tfdarshan.tf import hooks, session as tf_session, steps
 
-RECORDER = Recorder()
 
 
 def attach(include: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None, *,
@@ -73,10 +74,8 @@ def profile(include=None, exclude=None, *, trace: Optional[bool] = None,
     the block (tfdarshan.step, Trace(step_num=...), Keras batches) give the
     step series. With `logdir`, the window's Darshan log and series are
     written to logdir/plugins/profile/<time>/."""
-    from tfdarshan.session import ProfileSession, run_directory_name
-    import pathlib
     attached_here = attach(include, exclude) if not is_attached() else False
-    session = ProfileSession(RECORDER, logdir, trace=trace, label="profile").start()
+    session = tf_session.open_session(logdir, label="profile", trace=trace)
     p = Profile(session)
     try:
         yield p
@@ -86,7 +85,7 @@ def profile(include=None, exclude=None, *, trace: Optional[bool] = None,
             p.steps, p.step_files = session.steps, session.step_files
             if logdir:
                 p.files = session.write(pathlib.Path(logdir, "plugins", "profile",
-                                                     run_directory_name(session.started_wall)))
+                                                     tf_session.run_directory_name(session.started_wall)))
         finally:
             if attached_here:
                 detach()
@@ -98,20 +97,17 @@ suppressed = _native.suppressed
 def enable() -> None:
     """Record I/O in every tf.profiler session and Keras profile window
     (done by `import tfdarshan` unless TFDARSHAN_NO_HOOKS is set)."""
-    from tfdarshan import tf_hooks
-    tf_hooks.enable()
+    hooks.enable()
 
 
 def disable() -> None:
     """Undo enable(): TensorFlow's and Keras' functions are restored."""
-    from tfdarshan import tf_hooks
-    tf_hooks.disable()
+    hooks.disable()
 
 
 @contextlib.contextmanager
 def step(number: int) -> Iterator[None]:
     """Mark a training step in custom loops: `with tfdarshan.step(i): ...`."""
-    from tfdarshan import steps
     steps.mark_begin(int(number))
     try:
         yield
@@ -122,7 +118,6 @@ def step(number: int) -> Iterator[None]:
 def stats() -> dict:
     """Cumulative I/O since attach and the last completed step's, cheaply
     (for a progress bar or a log line); does not close an interval."""
-    from tfdarshan import steps
     totals = _native.live_totals()
     clock = RECORDER._clock
     out = {"attached": _native.is_attached(), **{k: v for k, v in totals.items() if k != "io_ticks"}}

@@ -101,7 +101,7 @@ export async function render() {
   const selRun = el('select', {id: 'tfd-run'});
   const selSession = el('select', {id: 'tfd-session'});
   const selHost = el('select', {id: 'tfd-host'});
-  root.append(el('div', {class: 'bar'}, 'Run ', selRun, ' Session ', selSession, ' Host ', selHost));
+  root.append(el('div', {class: 'bar'}, 'Run ', selRun, ' Session ', selSession, ' Host / rank ', selHost));
   const body = el('div', {id: 'tfd-body'});
   root.append(body);
 
@@ -115,8 +115,10 @@ export async function render() {
   const fillHosts = () => {
     const r = runs.find((x) => x.run === selRun.value);
     const s = r.sessions.find((x) => x.session === selSession.value);
-    selHost.replaceChildren(el('option', {value: ''}, `all (${s.hosts.length})`),
-        ...s.hosts.map((h) => el('option', {value: h}, h)));
+    // a multi-rank job: "all 4 ranks" is the job's total, each rank its own view
+    const all = s.ranks > 1 ? `all ${s.hosts.length} (${s.ranks} ranks)` : `all (${s.hosts.length})`;
+    selHost.replaceChildren(el('option', {value: ''}, all),
+        ...s.hosts.map((h, i) => el('option', {value: h}, (s.labels || [])[i] || h)));
     show();
   };
   const show = () => {

@@ -7,7 +7,7 @@ import sys
 
 if os.environ.get("TFDARSHAN_RUN_CONFIG"):
     try:
-        from tfdarshan.runner import start_child_from_environment
+        from tfdarshan.tf.runner import start_child_from_environment
         start_child_from_environment()
     except Exception as e:  # never break the child
         print(f"tfdarshan: autostart failed: {e}", file=sys.stderr)

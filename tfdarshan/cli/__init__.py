@@ -10,10 +10,11 @@ import re
 import sys
 from typing import List, Optional
 
+from tfdarshan._version import __version__
 from tfdarshan.errors import TfdarshanError
 
 # module names under tfdarshan.cli; each has add_parser(subparsers), which sets handler=run
-SUBCOMMANDS = ["demo", "import_logs", "run", "probe", "recommend", "stage"]
+SUBCOMMANDS = ["demo", "import_logs", "run", "probe", "recommend", "stage", "joblog"]
 
 
 def path_arg(text: str) -> str:
@@ -33,7 +34,6 @@ def one_line(message) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfdarshan", description="Darshan-compatible I/O profiling for TensorFlow training.")
-    from tfdarshan import __version__
     parser.add_argument("--version", action="version", version=f"tfdarshan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

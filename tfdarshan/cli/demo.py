@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
     import tensorflow as tf
 
     import tfdarshan  # noqa: F401  (importing it hooks the TensorFlow profiler)
-    from tfdarshan import report
-    from tfdarshan.logdir import find_sessions, load_snapshot, load_steps
+    from tfdarshan.advice import file_table as report
+    from tfdarshan.logs.logdir import find_sessions, load_snapshot, load_steps
 
     root = pathlib.Path(args.logdir).resolve()
     data, tb = root / "data", root / "tensorboard"
@@ -112,11 +112,11 @@ def run(args: argparse.Namespace) -> int:
     if cov and cov.get("share") is not None:
         print(f"coverage: these counters hold {100 * cov['share']:.0f} % of the bytes the kernel counted for "
               f"the process in the window (the rest: pipes, sockets, excluded files, mmap; see "
-              f"tfdarshan.coverage.BLIND_SPOTS)")
+              f"tfdarshan.capture.coverage.BLIND_SPOTS)")
 
     # staging advice: /dev/shm as the fast tier, a budget of 10 % of the bytes read
-    from tfdarshan import advice_report, advisor, tiers
-    from tfdarshan.stager import _write_json
+    from tfdarshan.advice import render as advice_report, advisor, tiers
+    from tfdarshan.advice.stager import _write_json
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else str(root)
     fast = tiers.probe(shm, size=8 << 20)
     budget = max(int(snap.posix["POSIX_BYTES_READ"].sum() // 10), 4096)

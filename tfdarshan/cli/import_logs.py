@@ -11,6 +11,8 @@ import pathlib
 import re
 import shutil
 
+from tqdm import tqdm
+
 from tfdarshan.cli import path_arg
 from tfdarshan.errors import TfdarshanError
 
@@ -31,22 +33,27 @@ def safe_name(text: str, fallback: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfdarshan.darshan_log import read_darshan_log
+    from tfdarshan.logs.darshan_log import read_darshan_log
     logdir = pathlib.Path(args.logdir)
     if logdir.exists() and not logdir.is_dir():
         raise TfdarshanError(f"{logdir}: exists and is not a directory")
     run_name = safe_name(args.run, "imported")
-    plan = []
-    for log in args.logs:
+    profile = logdir / run_name / "plugins" / "profile"
+    plan, taken, seen = [], set(), set()
+    for log in tqdm(args.logs, desc="checking logs", unit="log", disable=len(args.logs) < 20 or None):
+        if pathlib.Path(log).resolve() in seen:
+            raise TfdarshanError(f"{log}: given twice")
+        seen.add(pathlib.Path(log).resolve())
         snap = read_darshan_log(log)       # refuses bad logs with a clear message
         host = safe_name(str(snap.meta.get("hostname") or ""), "host")
-        session = safe_name(pathlib.Path(log).name.removesuffix(".darshan"), "session")
-        dest = logdir / run_name / "plugins" / "profile" / session / f"{host}.darshan"
-        if dest.exists():
-            raise TfdarshanError(f"{dest}: already exists; not overwriting")
-        if any(d == dest for _, d, _ in plan):
-            raise TfdarshanError(f"{log}: two logs would both become {dest}")
-        plan.append((pathlib.Path(log), dest, snap))
+        stem = safe_name(pathlib.Path(log).name.removesuffix(".darshan"), "session")
+        # logs of the same name (every rank's vm.darshan) each get a session of their own
+        session, n = stem, 1
+        while session in taken or (profile / session).exists():
+            n += 1
+            session = f"{stem}-{n}"
+        taken.add(session)
+        plan.append((pathlib.Path(log), profile / session / f"{host}.darshan", snap))
     for src, dest, snap in plan:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest)

@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfdarshan import tiers
+    from tfdarshan.advice import tiers
     tier = tiers.probe(args.path, size=tiers.parse_size(args.size))
     where = None if args.no_save else tiers.save_probe(tier)
     if args.json:

@@ -27,14 +27,17 @@ def add_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("source", nargs="?", type=path_arg, help="a Darshan log or a TensorBoard log directory")
     p.add_argument("--fast-tier", type=path_arg, help="a directory on the fast tier")
-    p.add_argument("--capacity", help="bytes to plan with (e.g. 4G, or 10%% of the data read); "
-                                      "default: the tier's free space")
+    p.add_argument("--capacity", help="room to plan with, with a unit (4G, 500MiB, 4096B) or as a share of "
+                                      "the data read (10%%); default: the tier's free space")
     p.add_argument("--tiers", action="append", default=[], type=path_arg, help="TOML file declaring tiers")
-    p.add_argument("--granularity", choices=["file", "dataset"], default="file")
+    p.add_argument("--granularity", choices=["file", "dataset"], default="file",
+                   help="stage single files (default), or whole datasets (files grouped by --dataset globs, "
+                        "else by their shard pattern, such as img_*.jpg) all or nothing")
     p.add_argument("--dataset", action="append", default=[], metavar="GLOB",
                    help="group files matching GLOB into one dataset")
     p.add_argument("--session", help="session name in the log directory (default: newest)")
-    p.add_argument("--format", choices=["text", "json", "html"], default="text")
+    p.add_argument("--format", choices=["text", "json", "html"], default="text",
+                   help="the report as text (default), JSON, or a self-contained HTML page")
     p.add_argument("--output", type=path_arg, help="write the report here instead of standard output")
     p.add_argument("--manifest", type=path_arg, help="also write the staging manifest here")
     p.add_argument("--staging-root", type=path_arg, help="where copies go (default: FAST_TIER/tfdarshan-staged)")
@@ -45,9 +48,10 @@ def add_parser(sub) -> None:
 
 
 def load_source(source: str, session: str = None):
-    """(snapshot, steps, session directory or None) for a log or a logdir."""
-    from tfdarshan.darshan_log import read_darshan_log
-    from tfdarshan.logdir import find_sessions, load_snapshot, load_steps
+    """(snapshot, steps, session directory, which session) for a log or a
+    logdir (the last two None for a log)."""
+    from tfdarshan.logs.darshan_log import read_darshan_log
+    from tfdarshan.logs.logdir import find_sessions, load_snapshot, load_steps
     path = pathlib.Path(source)
     if path.is_dir():
         sessions = find_sessions(path)
@@ -55,15 +59,18 @@ def load_source(source: str, session: str = None):
             sessions = [s for s in sessions if s.name == session]
         if not sessions:
             raise TfdarshanError(f"{path}: no profiling session" + (f" named {session}" if session else ""))
-        s = sessions[-1]
-        return load_snapshot(s), load_steps(s)[0], s.directory
+        s = max(sessions, key=lambda x: x.name)     # session names are their start times
+        others = f"; the newest of {len(sessions)}, --session picks another" if len(sessions) > 1 else ""
+        picked = (f"run {s.run}, session {s.name} ({len(s.hosts)} process"
+                  f"{'es' if len(s.hosts) != 1 else ''}{others})")
+        return load_snapshot(s), load_steps(s)[0], s.directory, picked
     if session:
         raise TfdarshanError(f"--session {session}: {path} is a log, not a log directory")
-    return read_darshan_log(path), None, None
+    return read_darshan_log(path), None, None, None
 
 
 def fast_tier(path: str, toml_files):
-    from tfdarshan import tiers as T
+    from tfdarshan.advice import tiers as T
     known = T.load(toml_files)
     real = os.path.realpath(path)
     tier = T.tier_for(real, known) or T.tier_for(path, known)
@@ -75,7 +82,7 @@ def fast_tier(path: str, toml_files):
 
 
 def capacity_of(text, snap, tier) -> int:
-    from tfdarshan import tiers as T
+    from tfdarshan.advice import tiers as T
     if text is None:
         if tier.capacity is None:
             raise TfdarshanError("the fast tier's capacity is unknown: give --capacity")
@@ -87,9 +94,13 @@ def capacity_of(text, snap, tier) -> int:
             raise TfdarshanError(f"--capacity {text}: not a percentage") from None
         if not 0 <= share <= 1:      # also NaN and infinities, which int() below cannot take
             raise TfdarshanError(f"--capacity {text}: a percentage is between 0 and 100")
-        from tfdarshan.advisor import file_costs
+        from tfdarshan.advice.advisor import file_costs
         total = int(file_costs(snap, tier)["size"].sum())
         return int(total * share)
+    if text.strip().replace(".", "", 1).isdigit():
+        # "10" could mean bytes, GB or a share: say which
+        raise TfdarshanError(f"--capacity {text}: give a unit (e.g. {text}G, {text}MiB, {text}B) or a "
+                             f"percentage ({text}%)")
     return T.parse_size(text)
 
 
@@ -100,9 +111,9 @@ def run(args: argparse.Namespace) -> int:
         raise TfdarshanError("give a log or log directory and --fast-tier PATH")
     if not os.path.isdir(args.fast_tier):
         raise TfdarshanError(f"--fast-tier {args.fast_tier}: not a directory")
-    from tfdarshan import advice_report, advisor
-    from tfdarshan.stager import make_manifest
-    snap, steps, session_dir = load_source(args.source, args.session)
+    from tfdarshan.advice import render as advice_report, advisor
+    from tfdarshan.advice.stager import make_manifest
+    snap, steps, session_dir, picked = load_source(args.source, args.session)
     tier = fast_tier(args.fast_tier, args.tiers)
     cap = capacity_of(args.capacity, snap, tier)
     advice = advisor.recommend(snap, tier, cap, granularity=args.granularity, globs=args.dataset,
@@ -115,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(text)
     if session_dir is not None and not args.no_store:
-        from tfdarshan.stager import _write_json
+        from tfdarshan.advice.stager import _write_json
         _write_json(session_dir / "advice.json", advice.to_dict())
     if args.manifest:
         root = args.staging_root or os.path.join(args.fast_tier, "tfdarshan-staged")
@@ -124,22 +135,24 @@ def run(args: argparse.Namespace) -> int:
         manifest["advice"] = {"predicted_saving": advice.saving(advice.chosen), "source": str(args.source)}
         pathlib.Path(args.manifest).write_text(json.dumps(manifest, indent=1))
         print(f"wrote the staging manifest {args.manifest} ({len(chosen)} files)", file=sys.stderr)
+    if picked:
+        print(f"tfdarshan recommend: read {picked}", file=sys.stderr)
     return 0
 
 
 def compare(args: argparse.Namespace) -> int:
-    from tfdarshan.advisor import compare_runs
-    before, _, before_dir = load_source(args.compare[0], args.session)
-    after, _, _ = load_source(args.compare[1])
+    from tfdarshan.advice.advisor import compare_runs
+    before, _, before_dir, _ = load_source(args.compare[0], args.session)
+    after, _, _, _ = load_source(args.compare[1])
     advice = None
     if args.manifest:
-        from tfdarshan.stager import load_manifest
+        from tfdarshan.advice.stager import load_manifest
         m = load_manifest(args.manifest)
         mapping = {e["source"]: e["destination"] for e in m["entries"]}
         predicted = (m.get("advice") or {}).get("predicted_saving")
     elif before_dir is not None and (before_dir / "advice.json").exists():
         stored = before_dir / "advice.json"
-        from tfdarshan.stager import _load_json, destination_for
+        from tfdarshan.advice.stager import _load_json, destination_for
         advice = _load_json(stored, "stored advice", dict)
         try:
             root = os.path.join(advice["fast_tier"]["path"], "tfdarshan-staged")

@@ -59,7 +59,7 @@ def check_module(name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfdarshan import runner
+    from tfdarshan.tf import runner
     steps = parse_steps(args.steps)
     # refused before attaching: a mistake must not leave a log behind
     if os.path.exists(args.logdir) and not os.path.isdir(args.logdir):

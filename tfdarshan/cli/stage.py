@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfdarshan.stager import stage, staging_map_path
+    from tfdarshan.advice.stager import stage, staging_map_path
     r = stage(args.manifest, progress=not args.quiet and sys.stderr.isatty())
     print(f"staged {len(r.staged)} files, {len(r.skipped)} already staged, {len(r.failed)} failed; "
           f"map: {staging_map_path()}")

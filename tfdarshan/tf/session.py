@@ -16,19 +16,22 @@ import logging
 import os
 import pathlib
 import socket
+import sys
 import time
 from typing import Dict, Optional
 
-import numpy as np
 import pandas as pd
 
-from tfdarshan import _native, mounts as M
-from tfdarshan.snapshot import Snapshot
-from tfdarshan.steps import StepSeries
+from tfdarshan.capture import _native, config, mounts as M, ranks
+from tfdarshan.capture.recorder import RECORDER
+from tfdarshan.capture.snapshot import Snapshot
+from tfdarshan.logs import series
+from tfdarshan.logs.darshan_log import write_darshan_log
+from tfdarshan.tf import xplane
+from tfdarshan.tf.steps import StepSeries
 
 log = logging.getLogger("tfdarshan")
 PROFILE_DIR = ("plugins", "profile")
-TRACE_MEMORY = 64 << 20
 
 
 def run_directory_name(when: Optional[float] = None) -> str:
@@ -45,11 +48,27 @@ def multi_worker() -> bool:
 
 
 def output_stem(run_dir: pathlib.Path) -> str:
-    """<host>, or <host>_<pid> when other processes share the run directory."""
+    """<host>.rank<r> for a rank of a launched job, <host>_<pid> when other
+    processes share the run directory, else <host>."""
     host = socket.gethostname()
+    rank = ranks.detect()
+    if rank and not os.environ.get("TFDARSHAN_CHILD"):
+        return f"{host}.{rank.stem_suffix}"
     if multi_worker() or os.environ.get("TFDARSHAN_CHILD") or (run_dir / f"{host}.darshan").exists():
         return f"{host}_{os.getpid()}"
     return host
+
+
+def open_session(logdir: Optional[str], *, label: str, trace: Optional[bool] = None) -> "ProfileSession":
+    """The one way a driver (tf.profiler, Keras, `profile()`, `tfdarshan
+    run`) opens a profiling session: a window on the process's recorder."""
+    return ProfileSession(RECORDER, logdir, trace=trace, label=label).start()
+
+
+def close_session(session: "ProfileSession", run_dir: Optional[pathlib.Path] = None) -> Dict[str, pathlib.Path]:
+    """Close a session's window and, given a run directory, write its files."""
+    session.stop()
+    return session.write(run_dir) if run_dir is not None else {}
 
 
 class ProfileSession:
@@ -69,15 +88,15 @@ class ProfileSession:
         self.snapshot: Optional[Snapshot] = None
 
     def start(self) -> "ProfileSession":
-        from tfdarshan import api
         self.started_wall = time.time()
         try:
             if not _native.is_attached():
-                self.attached_here = api.attach()
+                self.attached_here = self._rec.attach()
             settings = self._rec.settings
             if self.trace and not (settings and settings.trace):
-                # on for this window only; an attach(trace=True) keeps its own budget
-                _native.set_trace(True, TRACE_MEMORY)
+                # on for this window only, within the configured budget
+                # (TFDARSHAN_TRACE_MEMORY); an attach(trace=True) keeps its own
+                self._rec.set_trace(True, settings.trace_memory if settings else config.DEFAULT_TRACE_MEMORY)
                 self._trace_switched = True
             self.window = self._rec.open_window()
             self.series = StepSeries(self._rec)
@@ -92,10 +111,9 @@ class ProfileSession:
         finally:
             self.series.finish()
             if self._trace_switched and not self._rec._windows:
-                _native.set_trace(False, 0)
+                self._rec.set_trace(False, 0)
             if self.attached_here:
-                from tfdarshan import api
-                api.detach()
+                self._rec.detach()
         steps, files = self.series.frames(self._window_start_ticks(snap))
         self.snapshot = snap
         self.steps, self.step_files = steps, files
@@ -110,8 +128,7 @@ class ProfileSession:
             if self.series is not None:
                 self.series.cancel()
             if self.attached_here:
-                from tfdarshan import api
-                api.detach()
+                self._rec.detach()
 
     def _window_start_ticks(self, snap: Snapshot) -> int:
         clock = self._rec._clock
@@ -120,8 +137,6 @@ class ProfileSession:
     # -------------------------------------------------------------- output
     def write(self, run_dir: pathlib.Path, *, metadata: Optional[Dict[str, str]] = None) -> Dict[str, pathlib.Path]:
         """Write the window's files into run_dir (created if needed)."""
-        from tfdarshan.darshan_log import write_darshan_log
-        from tfdarshan import xplane
         run_dir.mkdir(parents=True, exist_ok=True)
         stem = output_stem(run_dir)
         out: Dict[str, pathlib.Path] = {}
@@ -133,8 +148,13 @@ class ProfileSession:
         tf_version = _tensorflow_version()
         if tf_version:
             meta["tensorflow"] = tf_version
+        rank = None if os.environ.get("TFDARSHAN_CHILD") else ranks.detect()
+        if rank:
+            meta.update(rank=str(rank.rank), world_size=str(rank.size), job=rank.job, launcher=rank.launcher)
         meta.update(metadata or {})
         with _native.suppressed():
+            # one process's log: its records are rank 0 of nprocs 1 (Darshan's
+            # tools abort on a rank past nprocs); its rank in the job is in the metadata
             out["darshan"] = write_darshan_log(snap, run_dir / f"{stem}.darshan", metadata=meta)
             mts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []] or M.current()
             files = self.step_files.copy()
@@ -145,8 +165,8 @@ class ProfileSession:
             if snap.meta.get("coverage"):
                 out["coverage"] = run_dir / f"{stem}.coverage.json"
                 out["coverage"].write_text(json.dumps(snap.meta["coverage"]))
-            out["steps"] = _write_parquet(self.steps, run_dir / f"{stem}.steps.parquet")
-            out["step_files"] = _write_parquet(files, run_dir / f"{stem}.step_files.parquet")
+            out["steps"] = series.write_parquet(self.steps, run_dir / f"{stem}.steps.parquet")
+            out["step_files"] = series.write_parquet(files, run_dir / f"{stem}.step_files.parquet")
             xp = run_dir / f"{socket.gethostname()}.xplane.pb"
             if xp.exists() and len(snap.dxt):
                 try:
@@ -157,30 +177,11 @@ class ProfileSession:
         return out
 
 
-def _write_parquet(df: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    # paths may hold surrogate escapes (non-UTF-8 names): store them as bytes
-    df = df.copy()
-    if "path" in df:
-        df["path"] = [os.fsencode(p) for p in df["path"]]
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
-    return path
-
-
-def read_parquet(path) -> pd.DataFrame:
-    df = pd.read_parquet(path)
-    if "path" in df:
-        df["path"] = pd.Series([os.fsdecode(p) for p in df["path"]], dtype=object)
-    return df
-
-
 def _step_range(steps: pd.DataFrame) -> str:
     real = steps[steps["step"] >= 0]["step"] if len(steps) else []
     return f"{int(min(real))}:{int(max(real))}" if len(real) else "window"
 
 
 def _tensorflow_version() -> Optional[str]:
-    import sys
     tf = sys.modules.get("tensorflow")
     return getattr(tf, "__version__", None) if tf else None

@@ -13,8 +13,8 @@ from typing import Any, Callable, Dict, Optional
 import numpy as np
 import pandas as pd
 
-from tfdarshan import counters as C
-from tfdarshan import heatmap as H
+from tfdarshan.capture import counters as C
+from tfdarshan.capture import heatmap as H
 
 FORMAT = "tfdarshan.snapshot/1"
 VALUE_COLUMNS = ["record_id", "kind", "value", "count"]
@@ -236,6 +236,19 @@ def _with_top4(posix: pd.DataFrame, values: pd.DataFrame) -> pd.DataFrame:
     return posix
 
 
+def merge_records(frame: pd.DataFrame, module: str) -> pd.DataFrame:
+    """One row per file from several processes' rows of it: counts add,
+    maxima and first/last times combine (one file = one record_id)."""
+    ints, floats = C.names(module)
+    agg = {"path": "first"}
+    for c in (*ints, *floats):
+        agg[c] = {C.SUM: "sum", C.MAX: "max", C.LAST: "max", C.STATIC: "first", C.ZERO: "first",
+                  C.TOP4: "first", C.MAXTIME: "max", C.MAXTIME_SIZE: "first",
+                  C.FIRST: lambda x: x[x > 0].min() if (x > 0).any() else 0.0}[C.kind(module, c)]
+    g = frame.groupby("record_id", sort=False).agg(agg).reset_index()
+    return g[C.columns(module)]
+
+
 def combine(snaps) -> Snapshot:
     """One snapshot for several processes (workers, children) of a run.
 
@@ -259,15 +272,7 @@ def combine(snaps) -> Snapshot:
                 if C.kind(module, c) in (C.FIRST, C.LAST):
                     f[c] = np.where(f[c] != 0, f[c] + shift, 0.0)
             parts.append(f)
-        allf = pd.concat(parts, ignore_index=True)
-        agg = {"path": "first"}
-        for c in (*ints, *floats):
-            k = C.kind(module, c)
-            agg[c] = {C.SUM: "sum", C.MAX: "max", C.LAST: "max", C.STATIC: "first", C.ZERO: "first",
-                      C.TOP4: "first", C.MAXTIME: "max", C.MAXTIME_SIZE: "first",
-                      C.FIRST: lambda x: x[x > 0].min() if (x > 0).any() else 0.0}[k]
-        g = allf.groupby("record_id", sort=False).agg(agg).reset_index()
-        frames[module] = g[C.columns(module)]
+        frames[module] = merge_records(pd.concat(parts, ignore_index=True), module)
     values = pd.concat([s._values for s in snaps], ignore_index=True)
     if len(values):
         values = values.groupby(["record_id", "kind", "value"], as_index=False)["count"].sum()[VALUE_COLUMNS]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
 from contextlib import contextmanager
 from typing import Iterator, Optional, Sequence
 

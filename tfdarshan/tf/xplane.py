@@ -12,7 +12,7 @@ import pathlib
 
 import numpy as np
 
-from tfdarshan.snapshot import Snapshot
+from tfdarshan.capture.snapshot import Snapshot
 
 BUSIEST_LINES = 8
 LINE_ID_BASE = 0x7FD00000  # well away from the thread ids TensorFlow uses

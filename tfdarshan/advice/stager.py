@@ -18,6 +18,7 @@ import shutil
 import time
 from typing import Dict, Iterable, List, Optional
 
+from tfdarshan.capture import _native
 from tfdarshan.errors import TfdarshanError
 
 FORMAT = "tfdarshan.manifest/1"
@@ -72,7 +73,6 @@ def destination_for(source: str, root: str) -> str:
 
 
 def make_manifest(sources: Iterable[str], root: str, *, progress: bool = False) -> Dict:
-    from tfdarshan import _native
     root = os.path.abspath(root)      # a relative fast tier must still give absolute destinations
     entries = []
     items = list(sources)
@@ -148,7 +148,6 @@ def stage(manifest_path, *, progress: bool = True) -> StageResult:
     """Copy every entry not yet staged. Raises TfdarshanError when nothing can
     start (bad manifest, no room); per-file problems are reported in the
     result and leave everything else as it was."""
-    from tfdarshan import _native
     mpath = pathlib.Path(manifest_path)
     m = load_manifest(mpath)
     state_path = mpath.with_name(mpath.name + ".state.json")

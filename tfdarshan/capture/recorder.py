@@ -8,15 +8,15 @@ import os
 import socket
 import threading
 import weakref
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import numpy as np
 import pandas as pd
 
-from tfdarshan import _native, counters as C, config
-from tfdarshan import heatmap as H
-from tfdarshan import mounts as M
-from tfdarshan.snapshot import (Snapshot, empty_dxt, empty_extra, empty_values)
+from tfdarshan.capture import _native, counters as C, config, coverage
+from tfdarshan.capture import heatmap as H
+from tfdarshan.capture import mounts as M
+from tfdarshan.capture.snapshot import Snapshot, _with_top4, empty_dxt, empty_extra, empty_values
 
 R = _native.ROW_INDEX
 W = len(_native.ROW_FIELDS)
@@ -101,6 +101,7 @@ class Recorder:
         self._ticker: Optional[threading.Thread] = None
         self._ticker_stop = threading.Event()
         self.settings: Optional[config.Settings] = None
+        self.trace_cap = 0      # bytes of trace a window may hold, as the shim's own buffer
         self._pid = os.getpid()
 
     # ------------------------------------------------------------ attach
@@ -115,9 +116,15 @@ class Recorder:
                                    trace_cap_bytes=s.trace_memory, chain_library=s.chain_library)
             if fresh:
                 self.settings = s
+                self.trace_cap = s.trace_memory if s.trace else 0
                 self._clock = _native.clock()
                 self._start_ticker()
             return fresh
+
+    def set_trace(self, on: bool, cap_bytes: int) -> None:
+        """Turn the per-operation trace on (within cap_bytes) or off."""
+        _native.set_trace(on, cap_bytes)
+        self.trace_cap = cap_bytes if on else 0
 
     def _start_ticker(self) -> None:
         # the shim's heatmap ring holds about 50 s of bins: drain it well before
@@ -277,7 +284,6 @@ class Recorder:
                                    "value": v[:, 2], "count": v[:, 3]})
         else:
             values = empty_values()
-        from tfdarshan.snapshot import _with_top4
         posix = _with_top4(frames["POSIX"], values)
         extra_df = pd.concat(extra, ignore_index=True) if extra else empty_extra()
         extra_df["record_id"] = extra_df["record_id"].astype(np.uint64)
@@ -331,10 +337,11 @@ class Window:
     per-operation trace gathered while it was open."""
 
     def __init__(self, recorder: Recorder):
-        from tfdarshan import coverage
         self._rec = recorder
         self._io_start = coverage.proc_io()
         self._segments: List[np.ndarray] = []
+        self._kept_bytes = 0
+        self._dropped = 0
         self._heat: List[tuple] = []
         with recorder._lock:
             self.start = recorder.snapshot()
@@ -342,8 +349,17 @@ class Window:
         self.result: Optional[Snapshot] = None
 
     def _feed(self, interval: Interval) -> None:
-        if len(interval.segments):
-            self._segments.append(interval.segments)
+        seg = interval.segments
+        if len(seg):
+            # the trace cap holds for the window, not only for the shim's buffer,
+            # which a collect empties: keep what fits, count the rest as dropped
+            room = max(self._rec.trace_cap - self._kept_bytes, 0) // max(seg.itemsize * seg.shape[1], 1)
+            if len(seg) > room:
+                self._dropped += len(seg) - room
+                seg = seg[:room]
+            if len(seg):
+                self._segments.append(seg)
+                self._kept_bytes += seg.nbytes
         if len(interval.heat[0]):
             self._heat.append(interval.heat)
 
@@ -353,7 +369,7 @@ class Window:
             end = rec.snapshot()
             rec._windows.discard(self)
         snap = end - self.start
-        from tfdarshan import coverage
+        snap.meta["trace_dropped"] = int(snap.meta.get("trace_dropped", 0)) + self._dropped
         snap.meta["coverage"] = coverage.share(snap, self._io_start, coverage.proc_io())
         heat = H.compact(pd.concat([H.from_fine(b, w) for b, w in self._heat], ignore_index=True)) \
             if self._heat else H.empty()
@@ -368,3 +384,7 @@ class Window:
             snap = dataclasses.replace(snap, _dxt=dxt)
         self.result = snap
         return snap
+
+
+# the process has one recorder: every window and session reads it
+RECORDER = Recorder()

@@ -9,29 +9,23 @@ proportional to the files touched in that step."""
 from __future__ import annotations
 
 import threading
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import numpy as np
 import pandas as pd
 
-from tfdarshan import _native
+from tfdarshan.capture import _native
+from tfdarshan.logs.series import FIELDS, FILE_COLUMNS, STEP_COLUMNS, TIME_FIELDS  # noqa: F401  (re-exported)
 
 R = _native.ROW_INDEX
-FIELDS = {  # series column: shim field
-    "bytes_read": "BYTES_READ", "bytes_written": "BYTES_WRITTEN", "reads": "READS", "writes": "WRITES",
-    "opens": "OPENS", "stats": "STATS", "seeks": "SEEKS", "zero_reads": "ZERO_READS",
-    "read_time": "T_READ", "write_time": "T_WRITE", "meta_time": "T_META",
-}
-TIME_FIELDS = ("read_time", "write_time", "meta_time")
 WINDOW_STEP = -1   # the step label of I/O in a window without step markers
-
-STEP_COLUMNS = ["step", "start", "end", "files", *FIELDS]
-FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
 
 _lock = threading.Lock()
 _series: "List[StepSeries]" = []
 # callables (event, step) told about every marker, e.g. to open a window at step A
 observers: List = []
+# while an IOProfileCallback drives steps, Trace(step_num) markers are not counted twice
+keras_driving = {"count": 0}
 
 
 def mark_begin(step: int) -> None:

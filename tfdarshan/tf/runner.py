@@ -11,26 +11,35 @@ import pathlib
 import signal
 import sys
 import threading
-import time
 from typing import Optional, Tuple
 
-from tfdarshan import steps as S
+from tfdarshan.capture import _native, ranks
+from tfdarshan.capture.recorder import RECORDER
+from tfdarshan.logs import jobdir, joblog
+from tfdarshan.logs.darshan_log import write_darshan_log
+from tfdarshan.tf import session as session_mod, steps as S
 
 log = logging.getLogger("tfdarshan")
 CONFIG_ENV = "TFDARSHAN_RUN_CONFIG"
-AUTOSTART_DIR = pathlib.Path(__file__).parent / "_autostart"
+AUTOSTART_DIR = pathlib.Path(__file__).parent.parent / "_autostart"
 
 
 class WholeRun:
     def __init__(self, logdir, *, steps: Optional[Tuple[int, int]] = None, trace: bool = False,
                  children: bool = False, run_dir: Optional[str] = None):
-        from tfdarshan.session import run_directory_name
         self.logdir = pathlib.Path(logdir).resolve()
         self.steps = steps
         self.trace = trace
         self.children = children
-        self.run_dir = pathlib.Path(run_dir) if run_dir else \
-            self.logdir / "plugins" / "profile" / run_directory_name()
+        # the ranks of a launched job share one session directory
+        self.rank = None if os.environ.get("TFDARSHAN_CHILD") else ranks.detect()
+        profile_root = self.logdir / "plugins" / "profile"
+        if run_dir:
+            self.run_dir = pathlib.Path(run_dir)
+        elif self.rank:
+            self.run_dir = jobdir.job_directory(profile_root, self.rank.job, session_mod.run_directory_name)
+        else:
+            self.run_dir = profile_root / session_mod.run_directory_name()
         self.session = None
         self.pid = os.getpid()
         self._done = False
@@ -39,25 +48,24 @@ class WholeRun:
 
     # ---------------------------------------------------------------- start
     def start(self) -> None:
-        import tfdarshan
-        from tfdarshan.api import RECORDER
-        from tfdarshan.session import ProfileSession
-        tfdarshan.attach(trace=self.trace)
+        RECORDER.attach(trace=self.trace)
         if self.children:
             self._export_to_children()
-        self.session = ProfileSession(RECORDER, str(self.logdir), trace=self.trace, label="run")
         if self.steps is None:
-            self.session.start()
+            self._open()
         else:
             S.observers.append(self._on_step)
         atexit.register(self.finish)
         self._install_exit_hooks()
 
+    def _open(self) -> None:
+        self.session = session_mod.open_session(str(self.logdir), label="run", trace=self.trace)
+
     def _on_step(self, event: str, step: int) -> None:
         first, last = self.steps
-        if event == "begin" and step == first and self.session.window is None:
-            self.session.start()
-        elif event == "end" and step >= last and self.session.window is not None:
+        if event == "begin" and step == first and self.session is None:
+            self._open()
+        elif event == "end" and step >= last and self.session is not None:
             S.observers.remove(self._on_step)
             self._write()
 
@@ -103,20 +111,20 @@ class WholeRun:
             print(f"tfdarshan: could not write the run's logs: {e}", file=sys.stderr)
 
     def _write(self) -> None:
-        self.session.stop()
-        out = self.session.write(self.run_dir)
+        out = session_mod.close_session(self.session, self.run_dir)
         print(f"tfdarshan: wrote {out['darshan']}", file=sys.stderr)
+        if self.rank:
+            stem = out["darshan"].name[: -len(".darshan")]
+            job_log = joblog.rank_finished(self.run_dir, self.rank, stem)
+            if job_log:
+                print(f"tfdarshan: wrote the job log {job_log} ({self.rank.size} ranks)", file=sys.stderr)
 
     def _write_child(self) -> None:
-        import tfdarshan
-        from tfdarshan.darshan_log import write_darshan_log
-        from tfdarshan.session import output_stem
-        from tfdarshan import _native
         os.environ["TFDARSHAN_CHILD"] = "1"
-        snap = tfdarshan.snapshot()
+        snap = RECORDER.snapshot()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with _native.suppressed():
-            write_darshan_log(snap, self.run_dir / f"{output_stem(self.run_dir)}.darshan",
+            write_darshan_log(snap, self.run_dir / f"{session_mod.output_stem(self.run_dir)}.darshan",
                               metadata={"source": "child", "parent_pid": str(self.pid)})
 
 

@@ -24,8 +24,9 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from tfdarshan import tiers as T
-from tfdarshan.snapshot import Snapshot
+from tfdarshan.advice import tiers as T
+from tfdarshan.advice.file_table import human_time
+from tfdarshan.capture.snapshot import Snapshot
 
 SMALL_FILE = 2 * 1024 * 1024          # the paper's threshold
 DP_CELLS = 20_000_000                 # items x capacity units solved exactly
@@ -328,7 +329,6 @@ class Advice:
         return g.sort_values("saving", ascending=False).reset_index(drop=True)
 
     def summary(self) -> str:
-        from tfdarshan.report import human_time
         s, cur = self.saving(self.chosen), self.current_time
         b2 = self.saving(self.baselines["under_2mb"])
         return (f"Stage {len(self.chosen)} files ({self.bytes(self.chosen) / 2**20:.1f} MiB of a "

@@ -6,8 +6,8 @@ from typing import Iterable, Optional
 import numpy as np
 import pandas as pd
 
-from tfdarshan import mounts as M
-from tfdarshan.snapshot import Snapshot
+from tfdarshan.capture import mounts as M
+from tfdarshan.capture.snapshot import Snapshot
 
 
 def file_table(snap: Snapshot, mount_table: Optional[Iterable[M.Mount]] = None) -> pd.DataFrame:

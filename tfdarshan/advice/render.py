@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 
-from tfdarshan.advisor import Advice
-from tfdarshan.report import human_bytes, human_time
+from tfdarshan.advice.advisor import Advice
+from tfdarshan.advice.file_table import human_bytes, human_time
 
 
 def render_text(a: Advice) -> str:

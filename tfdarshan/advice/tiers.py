@@ -29,7 +29,8 @@ import tempfile
 import time
 from typing import Dict, Iterable, List, Optional
 
-from tfdarshan import mounts as M
+from tfdarshan.capture import _native
+from tfdarshan.capture import mounts as M
 from tfdarshan.errors import TfdarshanError
 
 UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 10**3, "KIB": 1 << 10, "M": 1 << 20, "MB": 10**6,
@@ -110,7 +111,6 @@ def _evict(fd: int) -> None:
 
 def probe(path, *, size: int = 64 << 20, small_reads: int = 64, opens: int = 200) -> Tier:
     """Measure the tier holding `path` (a directory we may write into)."""
-    from tfdarshan import _native
     root = pathlib.Path(path)
     if not root.is_dir():
         raise TfdarshanError(f"{root}: not a directory")

@@ -1,0 +1,418 @@
+#ifndef TFD_RECORDS_H
+#define TFD_RECORDS_H
+/* The recording runtime: Darshan's POSIX and STDIO counters, kept per
+ * thread so the hot path takes no lock, and merged when Python collects.
+ *
+ * Concurrency design
+ *  - A record (one per path and module) holds what Darshan keeps per file
+ *    reference: the last offset, last byte read/written, last I/O type and
+ *    the ends of the last read/write/metadata call. Threads share it with
+ *    relaxed loads and stores; when threads race on one file the order they
+ *    land in is as arbitrary as the order of Darshan's lock.
+ *  - Counters live in shards, one per (thread, record), written only by
+ *    their thread and guarded by a sequence count so a collector copies a
+ *    consistent view without ever blocking the writer.
+ *  - Time is cut into intervals (epochs). The first update of a record in an
+ *    interval pushes it on that interval's dirty list, so a collect costs
+ *    time proportional to the records touched since the previous one.
+ *    Collect closes the interval, waits (membarrier + per-thread sequence)
+ *    until no thread is still inside an update tagged with it, then merges
+ *    the shards of the dirty records.
+ */
+#include "shim.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <fcntl.h>
+
+/* ------------------------------------------------------------------ fields */
+
+/* Additive counters: a window's value is later minus earlier. */
+#define SUM_FIELDS(X)                                                          \
+    X(OPENS) X(FILENOS) X(DUPS) X(FDOPENS) X(READS) X(WRITES) X(SEEKS)          \
+    X(STATS) X(MMAPS) X(FSYNCS) X(FDSYNCS) X(FLUSHES) X(RENAME_SOURCES)         \
+    X(RENAME_TARGETS) X(BYTES_READ) X(BYTES_WRITTEN) X(CONSEC_READS)            \
+    X(CONSEC_WRITES) X(SEQ_READS) X(SEQ_WRITES) X(RW_SWITCHES)                  \
+    X(MEM_NOT_ALIGNED) X(FILE_NOT_ALIGNED)                                      \
+    X(SIZE_READ_0_100) X(SIZE_READ_100_1K) X(SIZE_READ_1K_10K)                  \
+    X(SIZE_READ_10K_100K) X(SIZE_READ_100K_1M) X(SIZE_READ_1M_4M)               \
+    X(SIZE_READ_4M_10M) X(SIZE_READ_10M_100M) X(SIZE_READ_100M_1G)              \
+    X(SIZE_READ_1G_PLUS)                                                        \
+    X(SIZE_WRITE_0_100) X(SIZE_WRITE_100_1K) X(SIZE_WRITE_1K_10K)               \
+    X(SIZE_WRITE_10K_100K) X(SIZE_WRITE_100K_1M) X(SIZE_WRITE_1M_4M)            \
+    X(SIZE_WRITE_4M_10M) X(SIZE_WRITE_10M_100M) X(SIZE_WRITE_100M_1G)           \
+    X(SIZE_WRITE_1G_PLUS)                                                       \
+    X(T_READ) X(T_WRITE) X(T_META) X(ZERO_READS)
+
+/* Extremes: maxima, first and last timestamps. Kept for the whole run and
+ * for the current interval, because a window's maximum is not a difference. */
+#define EXT_FIELDS(X)                                                          \
+    X(MAX_BYTE_READ) X(MAX_BYTE_WRITTEN) X(MAX_READ_TIME) X(MAX_READ_TIME_SIZE) \
+    X(MAX_WRITE_TIME) X(MAX_WRITE_TIME_SIZE) X(OPEN_START) X(OPEN_END)          \
+    X(READ_START) X(READ_END) X(WRITE_START) X(WRITE_END) X(CLOSE_START)        \
+    X(CLOSE_END)
+
+enum {
+#define X(n) S_##n,
+    SUM_FIELDS(X)
+#undef X
+    S_N
+};
+enum {
+#define X(n) E_##n,
+    EXT_FIELDS(X)
+#undef X
+    E_N
+};
+
+/* A collected row: header, sums since the start, extremes of the closed
+ * interval, and per-record constants. */
+enum { R_INDEX, R_MODULE, R_SUM0, R_IEXT0 = R_SUM0 + S_N,
+       R_MODE = R_IEXT0 + E_N, R_RENAMED_FROM, R_MEM_ALIGNMENT, R_FILE_ALIGNMENT, R_WIDTH };
+
+
+/* -------------------------------------------------------------- structures */
+
+#define DARSHAN_IO_READ 1
+#define DARSHAN_IO_WRITE 2
+#define MEM_ALIGNMENT 8         /* Darshan's default __DARSHAN_MEM_ALIGNMENT */
+#define VALUES_INLINE 4
+#define VALUES_MAX 32           /* DARSHAN_COMMON_VAL_MAX_RUNTIME_COUNT */
+
+typedef struct values_big { int64_t val[VALUES_MAX]; int64_t cnt[VALUES_MAX]; } values_big;
+typedef struct values {
+    int32_t n;
+    int64_t val[VALUES_INLINE];
+    int64_t cnt[VALUES_INLINE];
+    values_big *big;            /* once set, holds all n entries */
+} values;
+
+typedef struct tfd_rec tfd_rec;
+typedef struct tfd_shard tfd_shard;
+
+typedef struct tfd_thread tfd_thread;
+
+struct tfd_shard {
+    tfd_thread *owner;          /* its sequence count guards this shard */
+    int64_t epoch;              /* interval of the last update */
+    tfd_rec *rec;
+    tfd_shard *next_in_rec;
+    tfd_shard *next_in_thread;
+    int64_t sum[S_N];
+    /* extremes of the interval being recorded and of the one before it,
+     * by interval parity; the collector folds them into run totals */
+    struct { int64_t epoch; int64_t v[E_N]; } iext[2];
+    values access, stride;
+};
+
+struct tfd_rec {
+    uint64_t id;
+    char *path;
+    int64_t index;
+    int module;
+    int std_stream;             /* <STDIN>/<STDOUT>/<STDERR> */
+    int64_t file_alignment;
+    int64_t alignment_mask;     /* file_alignment - 1 when a power of two, else -1 */
+    /* Darshan's per-record reference state, shared by all threads */
+    int64_t offset, last_byte_read, last_byte_written;
+    int last_io_type;
+    int64_t last_meta_end, last_read_end, last_write_end;
+    int64_t mode, renamed_from;
+    /* dirty tracking */
+    int64_t dirty_epoch;
+    /* by interval parity: writers of the next interval push the record
+     * while the collector still walks the list of the one it closed */
+    tfd_rec *dirty_next[2];
+    tfd_shard *shards;
+};
+
+#define SEG_PER_CHUNK 512
+/* epoch: the interval the operation was counted in, so the trace of a
+ * window holds exactly the operations its counters hold */
+typedef struct seg { int64_t index, op, offset, length, start, end, epoch; } seg;
+typedef struct seg_chunk { struct seg_chunk *next; int32_t count; seg s[SEG_PER_CHUNK]; } seg_chunk;
+
+/* Heatmap: bytes per fine time bin, per thread, in a ring the collector
+ * drains; Python re-bins them the way Darshan's heatmap module does. */
+#define HEAT_RING 2048
+#define HEAT_KINDS 4            /* POSIX read, POSIX write, STDIO read, STDIO write */
+
+#define DIR_CHUNK 1024
+struct tfd_thread {
+    uint32_t seq;               /* odd while inside an update (also the re-entry guard) */
+    int suppressed;
+    /* running totals for the cheap live pull (tfd_live) */
+    int64_t tot_bytes_read, tot_bytes_written, tot_reads, tot_writes, tot_opens, tot_ticks;
+    int creating;               /* inside record creation (holds create_lock) */
+    tfd_shard ***dir;           /* record index -> this thread's shard */
+    tfd_shard *shards;          /* all of this thread's shards */
+    char *arena;                /* bump allocator for shards */
+    size_t arena_left;
+    /* trace: the writer appends to tail, the collector consumes from head */
+    seg_chunk *trace_head, *trace_tail;
+    int32_t trace_read;         /* collector's position in trace_head */
+    int64_t trace_dropped;
+    /* heatmap ring: the writer owns heat_bin (newest bin) and the slots,
+     * the collector owns heat_next (oldest bin not yet reported) */
+    int64_t heat_bin;
+    uint64_t heat_lo, heat_hi;  /* tick range of heat_bin */
+    int64_t heat_next;
+    int64_t heat_reported[HEAT_KINDS];   /* of bin heat_next, already reported */
+    int64_t heat_unbinned;
+    int64_t heat[HEAT_RING][HEAT_KINDS];
+    tfd_thread *next;
+};
+
+/* ----------------------------------------------------------- shared state (defined in records_shards.c) */
+extern char **include_prefixes TFD_HIDDEN, **exclude_prefixes TFD_HIDDEN, **exclude_suffixes TFD_HIDDEN;
+extern int n_include TFD_HIDDEN, n_exclude TFD_HIDDEN, n_exclude_suffixes TFD_HIDDEN;
+extern int initialized TFD_HIDDEN;
+extern pthread_mutex_t init_lock TFD_HIDDEN;
+extern pthread_mutex_t create_lock TFD_HIDDEN;
+extern pthread_mutex_t collect_lock TFD_HIDDEN;
+extern int64_t epoch TFD_HIDDEN;
+extern tfd_rec *dirty[2] TFD_HIDDEN;
+extern int use_membarrier TFD_HIDDEN;
+extern int64_t record_cap TFD_HIDDEN;
+extern int64_t max_records TFD_HIDDEN;
+extern tfd_rec **rec_table TFD_HIDDEN;
+extern uint64_t rec_table_mask TFD_HIDDEN;
+extern tfd_rec ***rec_by_index TFD_HIDDEN;
+extern int64_t n_records TFD_HIDDEN;
+extern int64_t n_module_records[16] TFD_HIDDEN;
+extern tfd_rec *overflow_rec[16] TFD_HIDDEN;
+extern uint64_t *folded_ids TFD_HIDDEN;
+extern uint64_t folded_mask TFD_HIDDEN;
+extern int64_t folded_count TFD_HIDDEN;
+extern tfd_thread *threads TFD_HIDDEN;
+extern int64_t n_threads TFD_HIDDEN;
+extern __thread tfd_thread *self TFD_HIDDEN;
+extern uint64_t heat_width TFD_HIDDEN;
+extern uint64_t heat_origin TFD_HIDDEN;
+extern int trace_on TFD_HIDDEN;
+extern int64_t trace_cap TFD_HIDDEN;
+extern int64_t trace_budget TFD_HIDDEN;
+/* fd -> POSIX record; fd -> (stream, STDIO record). Two levels, 4096 each. */
+#define FD_CHUNK 4096
+#define FD_TOP 256              /* fds up to 1,048,575 are tracked */
+extern tfd_rec **fd_posix[FD_TOP] TFD_HIDDEN;
+typedef struct stream_slot { FILE *stream; tfd_rec *rec; } stream_slot;
+extern stream_slot *fd_stdio[FD_TOP] TFD_HIDDEN;
+
+/* ----------------------------------------------------------------- helpers */
+#define RELAXED_LOAD(p) __atomic_load_n(&(p), __ATOMIC_RELAXED)
+#define RELAXED_STORE(p, v) __atomic_store_n(&(p), (v), __ATOMIC_RELAXED)
+#define BARRIER() __asm__ volatile("" ::: "memory")
+/* orders the sequence count against the data (free on x86, dmb on arm) */
+#define WMB() __atomic_thread_fence(__ATOMIC_RELEASE)
+
+/* an update in progress: its thread, shard, record and interval */
+typedef struct update { tfd_thread *t; tfd_shard *s; tfd_rec *r; int64_t *iext; int64_t epoch; } update;
+
+/* --------------------------------------------------- across the records_*.c files */
+void *alloc_zeroed(size_t n) TFD_HIDDEN;
+char **copy_strings(const char *const *src, int n) TFD_HIDDEN;
+void enter_interval(tfd_shard *s, tfd_rec *r, int64_t e) TFD_HIDDEN;
+void free_strings(char **v, int n) TFD_HIDDEN;
+void heat_add_slow(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+int membarrier_register(void) TFD_HIDDEN;
+tfd_shard *new_shard(tfd_thread *t, tfd_rec *r) TFD_HIDDEN;
+tfd_thread *thread_self(void) TFD_HIDDEN;
+void track_value_slow(tfd_thread *t, values *vs, int64_t v) TFD_HIDDEN;
+tfd_rec *new_record(uint64_t id, int module, const char *path) TFD_HIDDEN;
+tfd_rec **posix_slot(int fd, int create) TFD_HIDDEN;
+tfd_rec *record_for_clean(const char *clean, int module) TFD_HIDDEN;
+tfd_rec *record_for_path(int dirfd, const char *path, int module) TFD_HIDDEN;
+void stdio_map(FILE *stream, tfd_rec *r) TFD_HIDDEN;
+tfd_rec *stdio_rec(FILE *stream) TFD_HIDDEN;
+stream_slot *stdio_slot(int fd, int create) TFD_HIDDEN;
+tfd_rec *table_find(uint64_t id, int module) TFD_HIDDEN;
+void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void stdio_open_record(tfd_rec *r, FILE *stream, int reset, int fdopen_counter, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+
+/* ------------------------------------------------------------- the hot path, inlined */
+static inline tfd_shard *shard_for(tfd_thread *t, tfd_rec *r)
+{
+    tfd_shard **chunk = t->dir[r->index / DIR_CHUNK];
+    if (TFD_LIKELY(chunk && chunk[r->index % DIR_CHUNK]))
+        return chunk[r->index % DIR_CHUNK];
+    return new_shard(t, r);
+}
+
+static inline __attribute__((always_inline)) int begin(update *u, tfd_rec *r)
+{
+    tfd_thread *t = self;
+    if (TFD_UNLIKELY(!t) && !(t = thread_self()))
+        return 0;
+    /* odd sequence: a signal handler interrupted one of our updates */
+    if (TFD_UNLIKELY((t->seq & 1) | t->suppressed))
+        return 0;
+    tfd_shard *s = shard_for(t, r);
+    if (TFD_UNLIKELY(!s))
+        return 0;
+    t->seq++;
+    WMB();
+    /* the collector's membarrier orders the store above before this load */
+    if (TFD_UNLIKELY(!use_membarrier))
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    int64_t e = RELAXED_LOAD(epoch);
+    if (TFD_UNLIKELY(s->epoch != e))
+        enter_interval(s, r, e);
+    u->t = t;
+    u->s = s;
+    u->r = r;
+    u->iext = s->iext[e & 1].v;
+    u->epoch = e;
+    return 1;
+}
+
+static inline __attribute__((always_inline)) void end(update *u)
+{
+    WMB();
+    u->t->seq++;
+}
+
+/* Darshan's extremes, within the current interval. */
+static inline void ext_max(update *u, int f, int64_t v)
+{
+    if (u->iext[f] < v) u->iext[f] = v;
+}
+
+static inline void ext_first(update *u, int f, int64_t t)
+{
+    if (u->iext[f] == 0 || u->iext[f] > t) u->iext[f] = t;
+}
+
+static inline void ext_last(update *u, int f, int64_t t)
+{
+    u->iext[f] = t;
+}
+
+static inline void ext_maxtime(update *u, int f_time, int f_size, int64_t d, int64_t size)
+{
+    if (u->iext[f_time] < d) { u->iext[f_time] = d; u->iext[f_size] = size; }
+}
+
+static inline void heat_add(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2)
+{
+    if (bytes == 0)
+        return;
+    if (TFD_LIKELY(t1 >= t->heat_lo && t2 < t->heat_hi))
+        t->heat[t->heat_bin % HEAT_RING][kind] += bytes;
+    else
+        heat_add_slow(t, kind, bytes, t1, t2);
+}
+
+/* DARSHAN_TIMER_INC_NO_OVERLAP against the record's shared "last end" */
+static inline void timer_no_overlap(update *u, int f, int64_t t1, int64_t t2, int64_t *last)
+{
+    if (t1 == 0 || t2 == 0)
+        return;
+    int64_t l = RELAXED_LOAD(*last);
+    u->s->sum[f] += (t1 > l) ? (t2 - t1) : (t2 - l);
+    if (t2 > l)
+        RELAXED_STORE(*last, t2);
+}
+
+/* DARSHAN_BUCKET_INC */
+static inline int size_bucket(int64_t v)
+{
+    static const int64_t limits[9] = {101, 1025, 10241, 102401, 1048577, 4194305,
+                                      10485761, 104857601, 1073741825};
+    int i = 0;
+    while (i < 9 && v >= limits[i])
+        i++;
+    return i;
+}
+
+static inline __attribute__((always_inline)) void track_value(tfd_thread *t, values *vs, int64_t v)
+{
+    /* the common case: the same size or stride as the first one seen */
+    if (TFD_LIKELY(vs->n > 0 && !vs->big && vs->val[0] == v))
+        vs->cnt[0]++;
+    else
+        track_value_slow(t, vs, v);
+}
+
+static inline uint64_t table_hash(uint64_t id, int module)
+{
+    uint64_t h = id ^ ((uint64_t)module * 0x9e3779b97f4a7c15ull);
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 32);
+}
+
+static inline __attribute__((always_inline)) tfd_rec *posix_rec(int fd)
+{
+    tfd_rec **slot = posix_slot(fd, 0);
+    return slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* POSIX_RECORD_READ / POSIX_RECORD_WRITE in one body */
+/* inlined twice, so reads and writes each get a branch-free copy */
+static inline __attribute__((always_inline)) void
+posix_data(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2, const int is_write)
+{
+    tfd_rec *r = posix_rec(fd);
+    if (!r)
+        return;
+    update u;
+    if (!begin(&u, r))
+        return;
+    int64_t *sum = u.s->sum;
+    int64_t this_off = pflag ? off : RELAXED_LOAD(r->offset);
+    int64_t *last_byte = is_write ? &r->last_byte_written : &r->last_byte_read;
+    int64_t last = RELAXED_LOAD(*last_byte);
+    int64_t stride;
+
+    if (TFD_UNLIKELY(trace_on))
+        trace_append(&u, is_write, this_off, ret, t1, t2);
+    if (this_off > last)
+        sum[is_write ? S_SEQ_WRITES : S_SEQ_READS]++;
+    if (this_off == last + 1)
+        sum[is_write ? S_CONSEC_WRITES : S_CONSEC_READS]++;
+    stride = (this_off > 0 && this_off > last && last != 0) ? this_off - last - 1 : 0;
+    RELAXED_STORE(*last_byte, this_off + ret - 1);
+    RELAXED_STORE(r->offset, this_off + ret);
+    ext_max(&u, is_write ? E_MAX_BYTE_WRITTEN : E_MAX_BYTE_READ, this_off + ret - 1);
+    sum[is_write ? S_BYTES_WRITTEN : S_BYTES_READ] += ret;
+    sum[is_write ? S_WRITES : S_READS]++;
+    heat_add(u.t, is_write, ret, t1, t2);
+    if (is_write) { u.t->tot_bytes_written += ret; u.t->tot_writes++; }
+    else { u.t->tot_bytes_read += ret; u.t->tot_reads++; }
+    u.t->tot_ticks += (int64_t)(t2 - t1);
+    sum[(is_write ? S_SIZE_WRITE_0_100 : S_SIZE_READ_0_100) + size_bucket(ret)]++;
+    if (!is_write && ret == 0)
+        sum[S_ZERO_READS]++;
+    track_value(u.t, &u.s->access, ret);
+    track_value(u.t, &u.s->stride, stride);
+    if (!aligned)
+        sum[S_MEM_NOT_ALIGNED]++;
+    if (r->alignment_mask >= 0 ? (this_off & r->alignment_mask) != 0
+                               : (r->file_alignment > 0 && this_off % r->file_alignment != 0))
+        sum[S_FILE_NOT_ALIGNED]++;
+    int io = is_write ? DARSHAN_IO_WRITE : DARSHAN_IO_READ;
+    int prev = RELAXED_LOAD(r->last_io_type);
+    if (prev && prev != io)
+        sum[S_RW_SWITCHES]++;
+    RELAXED_STORE(r->last_io_type, io);
+    ext_first(&u, is_write ? E_WRITE_START : E_READ_START, (int64_t)t1);
+    ext_last(&u, is_write ? E_WRITE_END : E_READ_END, (int64_t)t2);
+    ext_maxtime(&u, is_write ? E_MAX_WRITE_TIME : E_MAX_READ_TIME,
+                is_write ? E_MAX_WRITE_TIME_SIZE : E_MAX_READ_TIME_SIZE, (int64_t)(t2 - t1), ret);
+    timer_no_overlap(&u, is_write ? S_T_WRITE : S_T_READ, (int64_t)t1, (int64_t)t2,
+                     is_write ? &r->last_write_end : &r->last_read_end);
+    end(&u);
+}
+
+#endif

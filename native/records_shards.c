@@ -1,0 +1,295 @@
+/* Threads, their shards and arenas, and the update protocol's slow paths
+ * (intervals, dirty lists, heatmap bins, value tracking). */
+#include "records.h"
+
+/* ----------------------------------------------------------------- state */
+char **include_prefixes, **exclude_prefixes, **exclude_suffixes;
+int n_include, n_exclude, n_exclude_suffixes;
+volatile int tfd_attached;
+int initialized;
+pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;  /* new records only */
+pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
+int64_t epoch = 1;
+tfd_rec *dirty[2];
+int use_membarrier;
+int64_t record_cap;      /* per module */
+int64_t max_records;     /* all modules, index space */
+tfd_rec **rec_table;     /* open addressing on (module, id) */
+uint64_t rec_table_mask;
+tfd_rec ***rec_by_index; /* chunks of DIR_CHUNK */
+int64_t n_records;
+int64_t n_module_records[16];
+tfd_rec *overflow_rec[16];
+uint64_t *folded_ids;    /* distinct paths folded into the overflow record */
+uint64_t folded_mask;
+int64_t folded_count;
+tfd_thread *threads;
+int64_t n_threads;
+__thread tfd_thread *self;
+uint64_t heat_width;    /* ticks per heatmap bin */
+uint64_t heat_origin;
+int trace_on;
+int64_t trace_cap;
+int64_t trace_budget;    /* bytes still free for trace chunks */
+/* fd -> POSIX record; fd -> (stream, STDIO record). Two levels, 4096 each. */
+tfd_rec **fd_posix[FD_TOP];
+stream_slot *fd_stdio[FD_TOP];
+
+
+
+void *alloc_zeroed(size_t n)
+{
+    /* large tables come from mmap so untouched pages cost nothing */
+    if (n >= (1u << 20)) {
+        void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    return calloc(1, n);
+}
+
+char **copy_strings(const char *const *src, int n)
+{
+    char **dst = calloc((size_t)n + 1, sizeof(char *));
+    for (int i = 0; dst && i < n; i++)
+        dst[i] = strdup(src[i]);
+    return dst;
+}
+
+void free_strings(char **v, int n)
+{
+    for (int i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+int membarrier_register(void)
+{
+#ifdef SYS_membarrier
+    /* MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED = 16, PRIVATE_EXPEDITED = 8 */
+    long q = syscall(SYS_membarrier, 0, 0, 0);
+    if (q > 0 && (q & 8) && (q & 16) && syscall(SYS_membarrier, 16, 0, 0) == 0)
+        return 1;
+#endif
+    return 0;
+}
+
+/* ----------------------------------------------------------------- threads */
+
+tfd_thread *thread_self(void)
+{
+    tfd_thread *t = self;
+    if (TFD_LIKELY(t != NULL))
+        return t;
+    int saved = errno;
+    t = aligned_alloc(64, (sizeof(*t) + 63) & ~(size_t)63);   /* seq is written per call */
+    if (t)
+        memset(t, 0, sizeof(*t));
+    errno = saved;
+    if (!t)
+        return NULL;
+    t->heat_bin = -1;
+    t->dir = calloc((size_t)(max_records / DIR_CHUNK + 1), sizeof(tfd_shard **));
+    if (!t->dir) {
+        free(t);
+        return NULL;
+    }
+    tfd_thread *head = __atomic_load_n(&threads, __ATOMIC_ACQUIRE);
+    do
+        t->next = head;
+    while (!__atomic_compare_exchange_n(&threads, &head, t, 1, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
+    __atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
+    self = t;
+    return t;
+}
+
+int tfd_recording(void)
+{
+    if (!RELAXED_LOAD(tfd_attached))
+        return 0;
+    tfd_thread *t = self;
+    return !(t && (t->suppressed || (t->seq & 1) || t->creating));
+}
+
+int tfd_suppress(int on)
+{
+    tfd_thread *t = initialized ? thread_self() : NULL;
+    if (!t)
+        return -1;
+    int before = t->suppressed;
+    t->suppressed = on;
+    return before;
+}
+
+static void *arena_alloc(tfd_thread *t, size_t n)
+{
+    n = (n + 63) & ~(size_t)63;
+    if (t->arena_left < n) {
+        size_t block = n > (256u << 10) ? n : (256u << 10);
+        int saved = errno;
+        char *p = calloc(1, block);
+        errno = saved;
+        if (!p)
+            return NULL;
+        t->arena = p;
+        t->arena_left = block;
+    }
+    void *r = t->arena;
+    t->arena += n;
+    t->arena_left -= n;
+    return r;
+}
+
+
+
+tfd_shard *new_shard(tfd_thread *t, tfd_rec *r)
+{
+    int64_t hi = r->index / DIR_CHUNK, lo = r->index % DIR_CHUNK;
+    tfd_shard **chunk = t->dir[hi];
+    if (!chunk) {
+        int saved = errno;
+        chunk = calloc(DIR_CHUNK, sizeof(tfd_shard *));
+        errno = saved;
+        if (!chunk)
+            return NULL;
+        t->dir[hi] = chunk;
+    }
+    tfd_shard *s = arena_alloc(t, sizeof(tfd_shard));
+    if (!s)
+        return NULL;
+    s->rec = r;
+    s->owner = t;
+    s->epoch = -1;
+    s->iext[0].epoch = s->iext[1].epoch = -1;
+    tfd_shard *head = __atomic_load_n(&r->shards, __ATOMIC_ACQUIRE);
+    do
+        s->next_in_rec = head;
+    while (!__atomic_compare_exchange_n(&r->shards, &head, s, 1, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
+    s->next_in_thread = t->shards;
+    __atomic_store_n(&t->shards, s, __ATOMIC_RELEASE);
+    chunk[lo] = s;
+    return s;
+}
+
+/* ------------------------------------------------------- update protocol */
+
+
+static void mark_dirty(tfd_rec *r, int64_t e)
+{
+    int64_t seen = RELAXED_LOAD(r->dirty_epoch);
+    while (seen != e) {
+        if (__atomic_compare_exchange_n(&r->dirty_epoch, &seen, e, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            tfd_rec **list = &dirty[e & 1];
+            tfd_rec *head = __atomic_load_n(list, __ATOMIC_RELAXED);
+            do
+                r->dirty_next[e & 1] = head;
+            while (!__atomic_compare_exchange_n(list, &head, r, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+            return;
+        }
+    }
+}
+
+/* First update of a shard in an interval: start its extremes afresh and put
+ * the record on the interval's dirty list (once per record and interval). */
+void enter_interval(tfd_shard *s, tfd_rec *r, int64_t e)
+{
+    int k = (int)(e & 1);
+    memset(s->iext[k].v, 0, sizeof(s->iext[k].v));
+    s->iext[k].epoch = e;
+    s->epoch = e;
+    if (RELAXED_LOAD(r->dirty_epoch) != e)
+        mark_dirty(r, e);
+}
+
+
+
+
+/* Move the thread's newest heatmap bin forward to b, clearing the slots it
+ * reuses; refuses (returns 0) if that would overwrite unreported bins. */
+static int heat_advance(tfd_thread *t, int64_t b)
+{
+    if (b <= t->heat_bin)
+        return 1;
+    int64_t oldest = RELAXED_LOAD(t->heat_next);
+    if (t->heat_bin >= 0 && b - oldest >= HEAT_RING)
+        return 0;
+    int64_t from = t->heat_bin < 0 || b - t->heat_bin > HEAT_RING ? b - HEAT_RING + 1 : t->heat_bin + 1;
+    if (from < 0)
+        from = 0;
+    for (int64_t i = from; i <= b; i++)
+        memset(t->heat[i % HEAT_RING], 0, sizeof(t->heat[0]));
+    if (t->heat_bin < 0)
+        RELAXED_STORE(t->heat_next, b);
+    t->heat_bin = b;
+    t->heat_lo = heat_origin + (uint64_t)b * heat_width;
+    t->heat_hi = t->heat_lo + heat_width;
+    return 1;
+}
+
+/* heatmap_update(): spread a call's bytes over the bins it overlaps */
+void heat_add_slow(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2)
+{
+    if (t1 < heat_origin || t2 < t1) {
+        t->heat_unbinned += bytes;
+        return;
+    }
+    int64_t b1 = (int64_t)((t1 - heat_origin) / heat_width);
+    int64_t b2 = (int64_t)((t2 - heat_origin) / heat_width);
+    if (!heat_advance(t, b2)) {
+        t->heat_unbinned += bytes;
+        return;
+    }
+    int64_t oldest = RELAXED_LOAD(t->heat_next);
+    if (b1 < oldest)
+        b1 = oldest;   /* began before the last drain: count it from there */
+    if (b1 > b2)
+        b1 = b2;
+    int64_t left = bytes;
+    for (int64_t b = b1; b <= b2; b++) {
+        int64_t part = left;
+        if (b < b2 && t2 > t1) {
+            uint64_t lo = heat_origin + (uint64_t)b * heat_width, hi = lo + heat_width;
+            uint64_t s = t1 > lo ? t1 : lo, e = t2 < hi ? t2 : hi;
+            part = (int64_t)((double)bytes * (double)(e - s) / (double)(t2 - t1) + 0.5);
+            if (part > left)
+                part = left;
+        }
+        t->heat[b % HEAT_RING][kind] += part;
+        left -= part;
+    }
+}
+
+
+
+
+/* darshan_track_common_val_counters: count up to 32 distinct values */
+
+
+void track_value_slow(tfd_thread *t, values *vs, int64_t v)
+{
+    int n = vs->n;
+    int64_t *val = vs->big ? vs->big->val : vs->val;
+    int64_t *cnt = vs->big ? vs->big->cnt : vs->cnt;
+    for (int i = 0; i < n; i++)
+        if (val[i] == v) {
+            cnt[i]++;
+            return;
+        }
+    if (n >= VALUES_MAX)
+        return;
+    if (n == VALUES_INLINE && !vs->big) {
+        values_big *b = arena_alloc(t, sizeof(values_big));
+        if (!b)
+            return;
+        memcpy(b->val, vs->val, sizeof(vs->val));
+        memcpy(b->cnt, vs->cnt, sizeof(vs->cnt));
+        BARRIER();
+        vs->big = b;
+        val = b->val;
+        cnt = b->cnt;
+    }
+    val[n] = v;
+    cnt[n] = 1;
+    BARRIER();
+    vs->n = n + 1;
+}

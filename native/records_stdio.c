@@ -1,0 +1,130 @@
+/* Darshan's STDIO counter rules, one function per event. */
+#include "records.h"
+
+/* ------------------------------------------------------------ STDIO events */
+
+void stdio_open_record(tfd_rec *r, FILE *stream, int reset, int fdopen_counter,
+                              uint64_t t1, uint64_t t2)
+{
+    update u;
+    if (!begin(&u, r))
+        return;
+    if (reset)
+        RELAXED_STORE(r->offset, 0);
+    u.s->sum[S_OPENS]++;
+    if (fdopen_counter)
+        u.s->sum[S_FDOPENS]++;
+    if (t1) {
+        ext_first(&u, E_OPEN_START, (int64_t)t1);
+        ext_last(&u, E_OPEN_END, (int64_t)t2);
+    }
+    timer_no_overlap(&u, S_T_META, (int64_t)t1, (int64_t)t2, &r->last_meta_end);
+    end(&u);
+    stdio_map(stream, r);
+}
+
+void tfd_stdio_open(FILE *stream, const char *path, uint64_t t1, uint64_t t2)
+{
+    if (!stream)
+        return;
+    tfd_rec *r = record_for_path(AT_FDCWD, path, TFD_MODULE_STDIO);
+    if (!r) {
+        stream_slot *s = stdio_slot(fileno_unlocked(stream), 0);
+        if (s)
+            __atomic_store_n(&s->stream, NULL, __ATOMIC_RELEASE);
+        return;
+    }
+    stdio_open_record(r, stream, 1, 0, t1, t2);
+}
+
+void tfd_stdio_fdopen(FILE *stream, int fd, uint64_t t1, uint64_t t2)
+{
+    tfd_rec *p = posix_rec(fd);
+    if (!stream || !p)
+        return;
+    tfd_rec *r = record_for_clean(p->path, TFD_MODULE_STDIO);
+    if (r)
+        stdio_open_record(r, stream, 0, 1, t1, t2);
+}
+
+void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2)
+{
+    tfd_rec *r = stdio_rec(stream);
+    update u;
+    if (!r || !begin(&u, r))
+        return;
+    int64_t off = RELAXED_LOAD(r->offset);
+    RELAXED_STORE(r->offset, off + bytes);
+    ext_max(&u, E_MAX_BYTE_READ, off + bytes - 1);
+    u.s->sum[S_BYTES_READ] += bytes;
+    u.s->sum[S_READS]++;
+    heat_add(u.t, 2, bytes, t1, t2);
+    u.t->tot_bytes_read += bytes;
+    u.t->tot_reads++;
+    u.t->tot_ticks += (int64_t)(t2 - t1);
+    ext_first(&u, E_READ_START, (int64_t)t1);
+    ext_last(&u, E_READ_END, (int64_t)t2);
+    timer_no_overlap(&u, S_T_READ, (int64_t)t1, (int64_t)t2, &r->last_read_end);
+    end(&u);
+}
+
+void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uint64_t t2)
+{
+    tfd_rec *r = stdio_rec(stream);
+    update u;
+    if (!r || !begin(&u, r))
+        return;
+    int64_t off = RELAXED_LOAD(r->offset);
+    RELAXED_STORE(r->offset, off + bytes);
+    ext_max(&u, E_MAX_BYTE_WRITTEN, off + bytes - 1);
+    u.s->sum[S_BYTES_WRITTEN] += bytes;
+    u.s->sum[is_flush ? S_FLUSHES : S_WRITES]++;
+    heat_add(u.t, 3, bytes, t1, t2);
+    u.t->tot_bytes_written += bytes;
+    u.t->tot_writes += !is_flush;
+    u.t->tot_ticks += (int64_t)(t2 - t1);
+    ext_first(&u, E_WRITE_START, (int64_t)t1);
+    ext_last(&u, E_WRITE_END, (int64_t)t2);
+    timer_no_overlap(&u, S_T_WRITE, (int64_t)t1, (int64_t)t2, &r->last_write_end);
+    end(&u);
+}
+
+void tfd_stdio_seek(FILE *stream, int64_t newoff, uint64_t t1, uint64_t t2)
+{
+    tfd_rec *r = stdio_rec(stream);
+    update u;
+    if (!r || !begin(&u, r))
+        return;
+    RELAXED_STORE(r->offset, newoff);
+    timer_no_overlap(&u, S_T_META, (int64_t)t1, (int64_t)t2, &r->last_meta_end);
+    u.s->sum[S_SEEKS]++;
+    end(&u);
+}
+
+/* As for close: forget the stream and its descriptor before the real
+ * fclose, which frees both for reuse by other threads. */
+void *tfd_stdio_close_begin(FILE *stream)
+{
+    int fd = stream ? fileno_unlocked(stream) : -1;
+    tfd_rec *r = stdio_rec(stream);
+    stream_slot *s = stdio_slot(fd, 0);
+    if (s)
+        __atomic_store_n(&s->stream, NULL, __ATOMIC_RELEASE);
+    /* fclose closes the descriptor inside libc: forget any POSIX mapping */
+    tfd_rec **ps = posix_slot(fd, 0);
+    if (ps)
+        __atomic_store_n(ps, NULL, __ATOMIC_RELEASE);
+    return r;
+}
+
+void tfd_stdio_close_end(void *token, uint64_t t1, uint64_t t2)
+{
+    tfd_rec *r = token;
+    update u;
+    if (!r || !begin(&u, r))
+        return;
+    ext_first(&u, E_CLOSE_START, (int64_t)t1);
+    ext_last(&u, E_CLOSE_END, (int64_t)t2);
+    timer_no_overlap(&u, S_T_META, (int64_t)t1, (int64_t)t2, &r->last_meta_end);
+    end(&u);
+}

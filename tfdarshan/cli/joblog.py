@@ -1,0 +1,45 @@
+"""`tfdarshan joblog SESSION_DIR`: write (or write again) a multi-rank
+session's Darshan job log from its ranks' own logs. The last rank to finish
+writes it by itself; this is for a job whose ranks did not all finish (a
+rank killed, a node lost), or for a session copied from elsewhere."""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+
+from tfdarshan.cli import path_arg
+from tfdarshan.errors import TfdarshanError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("joblog", help="write a multi-rank session's Darshan job log", description=__doc__)
+    p.add_argument("session", type=path_arg, help="a session directory holding <host>.rank<r>.darshan logs")
+    p.add_argument("--nprocs", type=int, help="the job's process count (default: from the ranks' logs)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfdarshan.logs import joblog
+    from tfdarshan.logs.darshan_log import read_darshan_log
+    d = pathlib.Path(args.session)
+    if not d.is_dir():
+        raise TfdarshanError(f"{d}: not a directory")
+    logs = {int(m.group(1)): p for p in sorted(d.glob("*.rank*.darshan"))
+            if (m := re.fullmatch(r".*\.rank(\d+)\.darshan", p.name)) and not joblog.is_job_log(p.name)}
+    if not logs:
+        raise TfdarshanError(f"{d}: no <host>.rank<r>.darshan logs (not a multi-rank session)")
+    meta = read_darshan_log(logs[min(logs)]).meta["job_metadata"]
+    job = meta.get("job") or "job"
+    size = args.nprocs or int(meta.get("world_size") or 0) or max(logs) + 1
+    if size <= max(logs):
+        raise TfdarshanError(f"--nprocs {size} is not above the highest rank found ({max(logs)})")
+    out = d / joblog.job_log_name(job)
+    if out.exists():
+        raise TfdarshanError(f"{out}: already exists; remove it to write it again")
+    written = joblog.write_job_log(d, logs, job, size)
+    missing = sorted(set(range(size)) - set(logs))
+    print(f"wrote {written}: {len(logs)} of {size} ranks"
+          + (f" (no log from rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing[:10]))}"
+             f"{' ...' if len(missing) > 10 else ''})" if missing else ""))
+    return 0

@@ -1,0 +1,80 @@
+"""Darshan's log format 3.41 as we write it, and libdarshan-util (shipped in
+the `darshan` wheel) through cffi."""
+from __future__ import annotations
+
+import glob
+import pathlib
+import struct
+
+import cffi
+import numpy as np
+
+from tfdarshan.errors import DarshanLogError
+
+LOG_VERSION = b"3.41"
+MAGIC = 6567223
+HEADER = struct.Struct("<8sqB7xQ" + "QQ" + "QQ" * 64 + "I" * 64)   # struct darshan_header (3.41)
+JOB_SIZE = 7 * 8 + 1024          # struct darshan_job
+EXE_LEN = 4096 - JOB_SIZE - 1    # DARSHAN_EXE_LEN
+PATH_MAX = 4096                  # the writer copies names into a buffer of this size
+MOD = {"POSIX": 1, "STDIO": 9, "DXT_POSIX": 10, "HEATMAP": 15}
+MOD_VER = {"POSIX": 4, "STDIO": 2, "DXT_POSIX": 1, "HEATMAP": 1}
+BASE = struct.Struct("<Qq")                       # darshan_base_record
+DXT_HEADER = struct.Struct("<Qqq64sqq")           # dxt_file_record
+SEGMENT = np.dtype([("offset", "<i8"), ("length", "<i8"), ("start", "<f8"), ("end", "<f8")])
+HEATMAP_HEADER = struct.Struct("<QqdqQQ")         # darshan_heatmap_record incl. its two pointers
+HEATMAP_NAMES = {"POSIX": "heatmap:POSIX", "STDIO": "heatmap:STDIO"}
+# pseudo file systems that are never storage tiers
+PSEUDO_FS = {"proc", "sysfs", "devpts", "cgroup", "cgroup2", "securityfs", "debugfs", "tracefs", "bpf",
+             "pstore", "mqueue", "fusectl", "configfs", "binfmt_misc", "autofs", "hugetlbfs",
+             "rpc_pipefs", "nsfs", "efivarfs", "devtmpfs"}
+
+_CDEF = f"""
+typedef void *darshan_fd;
+struct darshan_job {{
+    int64_t uid; int64_t start_time_sec; int64_t start_time_nsec; int64_t end_time_sec;
+    int64_t end_time_nsec; int64_t nprocs; int64_t jobid; char metadata[1024];
+}};
+struct darshan_mnt_info {{ char mnt_type[{EXE_LEN}]; char mnt_path[{EXE_LEN}]; }};
+typedef struct UT_hash_handle {{
+    void *tbl; void *prev; void *next; void *hh_prev; void *hh_next; void *key;
+    unsigned keylen; unsigned hashv;
+}} UT_hash_handle;
+/* the name record is {{uint64 id; char name[];}} with the name inline */
+struct darshan_name_record_ref {{ void *name_record; UT_hash_handle hlink; }};
+darshan_fd darshan_log_create(const char *name, int comp_type, int partial_flag);
+int darshan_log_put_job(darshan_fd fd, struct darshan_job *job);
+int darshan_log_put_exe(darshan_fd fd, char *buf);
+int darshan_log_put_mounts(darshan_fd fd, struct darshan_mnt_info *mnt_data_array, int count);
+int darshan_log_put_namehash(darshan_fd fd, struct darshan_name_record_ref *hash);
+int darshan_log_put_mod(darshan_fd fd, int mod_id, void *mod_buf, int mod_buf_sz, int ver);
+void darshan_log_close(darshan_fd file);
+char *darshan_log_get_lib_version(void);
+"""
+
+ffi = cffi.FFI()
+ffi.cdef(_CDEF)
+_lib = None
+
+
+def library_path() -> str:
+    """libdarshan-util as shipped in the installed `darshan` package."""
+    import darshan
+    pkg = pathlib.Path(darshan.__file__).resolve().parent
+    found = sorted(glob.glob(str(pkg.parent / "darshan.libs" / "libdarshan-util*.so*")))
+    if found:
+        return found[0]
+    from darshan.discover_darshan import find_utils  # a darshan-util installed elsewhere
+    lib = find_utils(ffi, None)
+    raise DarshanLogError(f"libdarshan-util not found next to the darshan package ({lib!r})")
+
+
+def library():
+    global _lib
+    if _lib is None:
+        _lib = ffi.dlopen(library_path())
+    return _lib
+
+
+def darshan_util_version() -> str:
+    return ffi.string(library().darshan_log_get_lib_version()).decode()

@@ -1,0 +1,245 @@
+"""Writing genuine Darshan logs with Darshan's own log library."""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import socket
+import struct
+import sys
+import tempfile
+from typing import Dict, Iterable, List, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+from tfdarshan._version import __version__
+from tfdarshan.capture import _native
+from tfdarshan.capture import counters as C
+from tfdarshan.capture import heatmap as H
+from tfdarshan.capture import mounts as M
+from tfdarshan.capture.snapshot import Snapshot
+from tfdarshan.errors import DarshanLogError
+from tfdarshan.logs.darshan_format import (DXT_HEADER, EXE_LEN, HEATMAP_HEADER, HEATMAP_NAMES, MOD, MOD_VER, PATH_MAX,
+                                            PSEUDO_FS, SEGMENT, darshan_util_version, ffi, library)
+
+
+def job_id_from_environment(environ=os.environ) -> Optional[int]:
+    """The batch scheduler's job id (its numeric part), if there is one."""
+    for var in ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "COBALT_JOBID", "FLUX_JOB_ID", "JOB_ID",
+                "OMPI_MCA_ess_base_jobid"):
+        v = environ.get(var)
+        if v:
+            digits = re.match(r"\d+", v)
+            if digits:
+                return int(digits.group())
+    return None
+
+
+def _mounts_for_log(snap: Snapshot, mounts: Optional[Iterable[M.Mount]]) -> List[Tuple[str, str]]:
+    if mounts is None:
+        stored = snap.meta.get("mounts")
+        mounts = [M.Mount(p, t) for p, t in stored] if stored else M.current()
+    pairs = {(m.point, m.fstype) for m in mounts if m.fstype not in PSEUDO_FS}
+    # longest mount point first, as Darshan stores them, so a prefix match finds the most specific
+    return sorted(pairs, key=lambda pt: (-len(pt[0]), pt[0]))
+
+
+def _shift(values: np.ndarray, by: float) -> np.ndarray:
+    """Re-base timestamps; 0 stays "never"."""
+    return np.where(values != 0, np.maximum(values - by, 1e-9), 0.0)
+
+
+def _module_buffer(module: str, frame: pd.DataFrame, t0: float, rank: int) -> bytes:
+    """Records in Darshan's layout; a `rank` column (a job log's) beats `rank`."""
+    ints, floats = C.names(module)
+    rec = np.zeros(len(frame), dtype=[("id", "<u8"), ("rank", "<i8"), ("c", "<i8", (len(ints),)),
+                                      ("f", "<f8", (len(floats),))])
+    rec["id"] = frame["record_id"].to_numpy(dtype=np.uint64)
+    rec["rank"] = frame["rank"].to_numpy(dtype=np.int64) if "rank" in frame else rank
+    rec["c"] = frame[list(ints)].to_numpy(dtype=np.int64)
+    f = frame[list(floats)].to_numpy(dtype=np.float64, copy=True)
+    for j, name in enumerate(floats):
+        if C.kind(module, name) in (C.FIRST, C.LAST):
+            f[:, j] = _shift(f[:, j], t0)
+    rec["f"] = f
+    return rec.tobytes()
+
+
+def _dxt_buffer(dxt: pd.DataFrame, t0: float, hostname: str, rank: int) -> bytes:
+    """One DXT record per file: header, its writes, then its reads, as DXT
+    stores them. Vectorised: a long trace has millions of segments."""
+    op = dxt["op"].to_numpy()
+    keep = (op == "read") | (op == "write")
+    if not keep.any():
+        return b""
+    rid = dxt["record_id"].to_numpy()[keep]
+    is_read = (op[keep] == "read")
+    order = np.lexsort((np.arange(len(rid)), is_read, rid))   # by file, writes first, in trace order
+    seg = np.zeros(len(order), dtype=SEGMENT)
+    for field in ("offset", "length"):
+        seg[field] = dxt[field].to_numpy()[keep][order]
+    for field in ("start", "end"):
+        seg[field] = np.maximum(dxt[field].to_numpy()[keep][order] - t0, 0.0)
+    rid, is_read = rid[order], is_read[order]
+    files, starts, counts = np.unique(rid, return_index=True, return_counts=True)
+    reads = np.add.reduceat(is_read.astype(np.int64), starts)
+    host = hostname.encode()[:63]
+    body = seg.tobytes()
+    size = SEGMENT.itemsize
+    parts = []
+    for f, start, count, nread in zip(files.tolist(), starts.tolist(), counts.tolist(), reads.tolist()):
+        parts.append(DXT_HEADER.pack(int(f), rank, 0, host, count - nread, nread))
+        parts.append(body[start * size:(start + count) * size])
+    return b"".join(parts)
+
+
+def _heatmap_buffer(snap: Snapshot, t0: float, t1: float) -> Tuple[bytes, List[Tuple[int, str]]]:
+    width, bins = H.darshan_bins(snap._heat, t0, t1)
+    parts, names = [], []
+    for module, name in HEATMAP_NAMES.items():
+        if not (bins[module]["read"].any() or bins[module]["write"].any()):
+            continue    # Darshan drops empty heatmaps (and its summary cannot plot them)
+        rid = _native.darshan_hash(name)
+        nbins = len(bins[module]["read"])
+        parts.append(HEATMAP_HEADER.pack(rid, 0, width, nbins, 0, 0))
+        parts.append(bins[module]["write"].astype("<i8").tobytes())
+        parts.append(bins[module]["read"].astype("<i8").tobytes())
+        names.append((rid, name))
+    return b"".join(parts), names
+
+
+REF_WORDS = ffi.sizeof("struct darshan_name_record_ref") // 8
+NEXT_WORD = ffi.offsetof("struct darshan_name_record_ref", "hlink") // 8 + 2   # hlink.next
+
+
+def _name_records(names: Dict[int, bytes]):
+    """Darshan's name table as two numpy buffers: the records {uint64 id;
+    char name[];} back to back, and uthash refs chained through hlink.next
+    (all put_namehash walks). The caller keeps both alive while writing."""
+    items = sorted(names.items())
+    chunks, offsets, pos = [], [], 0
+    for rid, name in items:
+        rec = struct.pack("<Q", rid) + name[:PATH_MAX - 1] + b"\0"
+        chunks.append(rec)
+        offsets.append(pos)
+        pos += len(rec)
+    blob = np.frombuffer(b"".join(chunks) or b"\0", dtype=np.uint8).copy()
+    refs = np.zeros((max(1, len(items)), REF_WORDS), dtype=np.uint64)
+    if items:
+        refs[:, 0] = blob.ctypes.data + np.asarray(offsets, dtype=np.uint64)
+        nxt = refs.ctypes.data + np.arange(1, len(items) + 1, dtype=np.uint64) * (REF_WORDS * 8)
+        nxt[-1] = 0
+        refs[:, NEXT_WORD] = nxt
+    return blob, refs
+
+
+def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid: Optional[int] = None,
+                      mounts: Optional[Iterable[M.Mount]] = None, metadata: Optional[Dict[str, str]] = None,
+                      heatmap: bool = True, rank: int = 0, nprocs: int = 1) -> pathlib.Path:
+    """Write `snap` as a Darshan log (format 3.41, modules POSIX, STDIO,
+    DXT_POSIX when traced, HEATMAP). The file appears complete or not at all.
+
+    rank: the rank every record is tagged with (a frame's `rank` column,
+    as a job log has, wins); nprocs: the job's process count.
+
+    Times in the log are relative to the snapshot's start (the job start).
+    An existing file is not overwritten."""
+    path = pathlib.Path(path)
+    if path.exists():
+        raise DarshanLogError(f"{path}: already exists; not overwriting")
+    if not path.parent.is_dir():
+        raise DarshanLogError(f"{path}: directory {path.parent} does not exist")
+    ranks = [int(rank)] + [int(f["rank"].max()) for f in (snap.posix, snap.stdio, snap.dxt) if "rank" in f and len(f)]
+    if max(ranks) >= nprocs:
+        # libdarshan-util's readers abort the process on such a log
+        raise DarshanLogError(f"{path}: a record of rank {max(ranks)} in a log of {nprocs} process(es)")
+    lib = library()
+    origin = float(snap.meta.get("origin_unix_time", 0.0))
+    t0, t1 = snap.start, max(snap.end, snap.start)
+    start_abs, end_abs = origin + t0, origin + t1
+
+    job = ffi.new("struct darshan_job *")
+    job.uid = os.getuid()
+    job.start_time_sec, job.start_time_nsec = int(start_abs), int((start_abs % 1) * 1e9)
+    job.end_time_sec, job.end_time_nsec = int(end_abs), int((end_abs % 1) * 1e9)
+    job.nprocs = nprocs
+    job.jobid = jobid if jobid is not None else (job_id_from_environment() or int(snap.meta.get("pid", os.getpid())))
+    meta = {"lib_ver": darshan_util_version(), "tfdarshan": __version__,
+            "hostname": str(snap.meta.get("hostname", socket.gethostname()))}
+    # what the counters alone cannot say: files past the record cap, trace drops
+    for key in ("folded_files", "trace_dropped"):
+        if snap.meta.get(key):
+            meta[key] = str(int(snap.meta[key]))
+    meta.update({k: str(v) for k, v in (metadata or {}).items()})
+    text = "".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in meta.items()).encode()[:1023]
+    job.metadata = text
+    exe_text = (exe if exe is not None else " ".join(sys.argv) or sys.executable).encode(errors="surrogateescape")
+    exe_buf = ffi.new("char[]", exe_text[:EXE_LEN])
+    mnt_pairs = _mounts_for_log(snap, mounts)
+    mnt = ffi.new("struct darshan_mnt_info[]", max(1, len(mnt_pairs)))
+    for i, (point, fstype) in enumerate(mnt_pairs):
+        mnt[i].mnt_type = fstype.encode()[:EXE_LEN - 1]
+        mnt[i].mnt_path = os.fsencode(point)[:EXE_LEN - 1]
+
+    modules = []
+    for module in ("POSIX", "STDIO"):
+        frame = snap.frame(module)
+        if len(frame):
+            modules.append((module, _module_buffer(module, frame, t0, rank)))
+    names = {}
+    for module in ("POSIX", "STDIO"):
+        for rid, p in zip(snap.frame(module)["record_id"], snap.frame(module)["path"]):
+            names[int(rid)] = os.fsencode(p)
+    dxt = snap._dxt
+    if len(dxt) and "rank" in dxt:
+        # a job log's trace: one DXT record per file and rank, as each rank wrote it
+        modules.append(("DXT_POSIX", b"".join(_dxt_buffer(g, t0, str(g["host"].iat[0]), int(r))
+                                              for r, g in dxt.groupby("rank", sort=True))))
+    elif len(dxt):
+        modules.append(("DXT_POSIX", _dxt_buffer(dxt, t0, meta["hostname"], rank)))
+    if heatmap:
+        buf, heat_names = _heatmap_buffer(snap, t0, t1)
+        if buf:
+            modules.append(("HEATMAP", buf))
+        names.update({rid: n.encode() for rid, n in heat_names})
+
+    name_blob, refs = _name_records(names)
+
+    tmp_dir = path.parent
+    fd_tmp, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=tmp_dir)
+    os.close(fd_tmp)
+    os.unlink(tmp_name)      # darshan_log_create insists on creating the file itself
+    with _native.suppressed():
+        fd = lib.darshan_log_create(os.fsencode(tmp_name), 0, 0)
+        if fd == ffi.NULL:
+            raise DarshanLogError(f"{path}: libdarshan-util could not create the log")
+        ok = True
+        try:
+            ok &= lib.darshan_log_put_job(fd, job) == 0
+            ok &= ok and lib.darshan_log_put_exe(fd, exe_buf) == 0
+            ok &= ok and lib.darshan_log_put_mounts(fd, mnt, len(mnt_pairs)) == 0
+            ok &= ok and (not names or lib.darshan_log_put_namehash(
+                fd, ffi.cast("struct darshan_name_record_ref *", refs.ctypes.data)) == 0)
+            for module, buf in sorted(modules, key=lambda m: MOD[m[0]]):
+                if not ok:
+                    break
+                if len(buf) > 2**31 - 1:
+                    raise DarshanLogError(f"{path}: {module} data too large for one Darshan log")
+                data = ffi.from_buffer(buf)
+                ok &= lib.darshan_log_put_mod(fd, MOD[module], data, len(buf), MOD_VER[module]) == 0
+        finally:
+            lib.darshan_log_close(fd)
+        if not ok:
+            _unlink_quietly(tmp_name)
+            raise DarshanLogError(f"{path}: libdarshan-util failed while writing the log")
+        os.replace(tmp_name, path)
+    return path
+
+
+def _unlink_quietly(p):
+    try:
+        os.chmod(p, 0o600)
+        os.unlink(p)
+    except OSError:
+        pass

@@ -1,0 +1,84 @@
+"""Profiling sessions in a TensorBoard log directory, as the I/O tab and the
+advisor see them: <logdir>/<run>/plugins/profile/<session>/<host>.darshan
+(plus step series), merged over the processes that wrote into a session."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import re
+from typing import Dict, List, Optional
+
+import pandas as pd
+
+from tfdarshan.logs import joblog
+from tfdarshan.logs.series import FILE_COLUMNS, STEP_COLUMNS, read_series
+from tfdarshan.logs.darshan_log import read_darshan_log
+from tfdarshan.capture.snapshot import Snapshot, combine
+
+PROFILE = os.path.join("plugins", "profile")
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    run: str                 # path of the run relative to the logdir ("." for the logdir itself)
+    name: str                # the session directory's name (its start time)
+    directory: pathlib.Path
+    hosts: tuple             # <host>, <host>_<pid> or <host>.rank<r> stems with a .darshan log
+    job_log: Optional[str] = None   # a multi-rank session's <job>.job.darshan (Darshan's MPI-style log)
+
+
+def find_sessions(logdir) -> List[Session]:
+    root = pathlib.Path(logdir)
+    out = []
+    for log in sorted(root.glob(os.path.join("**", PROFILE, "*", "*.darshan"))):
+        d = log.parent
+        run_dir = d.parent.parent.parent
+        run = os.path.relpath(run_dir, root)
+        out.append((run, d.name, d, log.name))
+    sessions: Dict[tuple, List[str]] = {}
+    jobs: Dict[tuple, str] = {}
+    for run, name, d, log in out:
+        if joblog.is_job_log(log):
+            # the ranks' own logs hold the same records: reading both would count them twice
+            jobs[(run, name, d)] = log
+        else:
+            sessions.setdefault((run, name, d), []).append(log[: -len(".darshan")])
+    return [Session(run, name, d, tuple(sorted(h, key=_process_order)), jobs.get((run, name, d)))
+            for (run, name, d), h in sorted(sessions.items())]
+
+
+def _process_order(stem: str):
+    """Ranks in numeric order (rank2 before rank10), other stems by name."""
+    m = re.fullmatch(r"(.*)\.rank(\d+)", stem)
+    return (m.group(1), int(m.group(2))) if m else (stem, -1)
+
+
+def process_label(stem: str) -> str:
+    """How the tab names a process: "vm rank 3", "vm pid 412" or "vm"."""
+    m = re.fullmatch(r"(.*)\.rank(\d+)", stem)
+    if m:
+        return f"{m.group(1)} rank {m.group(2)}"
+    m = re.fullmatch(r"(.*)_(\d+)", stem)
+    return f"{m.group(1)} pid {m.group(2)}" if m else stem
+
+
+def load_snapshot(session: Session, host: Optional[str] = None) -> Snapshot:
+    """One host's log, or all of the session's merged."""
+    hosts = [host] if host else list(session.hosts)
+    return combine([read_darshan_log(session.directory / f"{h}.darshan") for h in hosts])
+
+
+def load_steps(session: Session, host: Optional[str] = None):
+    """(per-step totals, per-step per-file rows), with a `host` column;
+    empty frames for logs that came without a series (imported logs).
+    A series that is unreadable or not ours raises TfdarshanError."""
+    steps, files = [], []
+    for h in ([host] if host else session.hosts):
+        s, f = session.directory / f"{h}.steps.parquet", session.directory / f"{h}.step_files.parquet"
+        if os.path.lexists(s):
+            steps.append(read_series(s, STEP_COLUMNS).assign(host=h))
+        if os.path.lexists(f):
+            files.append(read_series(f, FILE_COLUMNS).assign(host=h))
+    return (pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(),
+            pd.concat(files, ignore_index=True) if files else pd.DataFrame())

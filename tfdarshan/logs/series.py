@@ -1,0 +1,75 @@
+"""The step series on disk: per-step and per-step-per-file Parquet tables
+beside each Darshan log, their columns, and reading them back checked."""
+from __future__ import annotations
+
+import os
+import pathlib
+
+import numpy as np
+import pandas as pd
+import pyarrow
+
+from tfdarshan.errors import TfdarshanError
+
+FIELDS = {  # series column: shim field
+    "bytes_read": "BYTES_READ", "bytes_written": "BYTES_WRITTEN", "reads": "READS", "writes": "WRITES",
+    "opens": "OPENS", "stats": "STATS", "seeks": "SEEKS", "zero_reads": "ZERO_READS",
+    "read_time": "T_READ", "write_time": "T_WRITE", "meta_time": "T_META",
+}
+TIME_FIELDS = ("read_time", "write_time", "meta_time")
+
+STEP_COLUMNS = ["step", "start", "end", "files", *FIELDS]
+FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
+
+
+def write_parquet(df: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
+    tmp = path.with_name(f".{path.name}.tmp")
+    # paths may hold surrogate escapes (non-UTF-8 names): store them as bytes
+    df = df.copy()
+    if "path" in df:
+        df["path"] = [os.fsencode(p) for p in df["path"]]
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def read_parquet(path) -> pd.DataFrame:
+    df = pd.read_parquet(path)
+    if "path" in df:
+        df["path"] = pd.Series([os.fsdecode(p) for p in df["path"]], dtype=object)
+    return df
+
+
+SERIES_TEXT = ("module", "path", "mount")
+
+
+def read_series(path: pathlib.Path, columns) -> pd.DataFrame:
+    """A step-series parquet file, checked: every column in `columns`
+    present, its text columns text and the others finite numbers (the
+    views group and add them)."""
+    if not path.is_file():
+        raise TfdarshanError(f"{path}: step series is not a regular file")
+    try:
+        df = read_parquet(path)
+    except (pyarrow.ArrowException, OSError, ValueError, TypeError, KeyError) as e:   # damage, as pyarrow sees it
+        raise TfdarshanError(f"{path}: unreadable step series ({_first_line(e)})") from None
+    missing = [c for c in columns if c not in df]
+    if missing:
+        raise TfdarshanError(f"{path}: not a step series (no column {', '.join(missing)})")
+    for c in SERIES_TEXT:
+        # (the columns of a window without I/O come back as float64, and are fine)
+        if c in df and len(df) and pd.api.types.infer_dtype(df[c], skipna=False) != "string":
+            raise TfdarshanError(f"{path}: step series column {c} is not text")
+    for c in columns:
+        if c in SERIES_TEXT:
+            continue
+        v = df[c]
+        if not pd.api.types.is_numeric_dtype(v) or pd.api.types.is_bool_dtype(v):
+            raise TfdarshanError(f"{path}: step series column {c} is {v.dtype}, not numbers")
+        if len(v) and not np.isfinite(v.to_numpy(dtype=np.float64)).all():
+            raise TfdarshanError(f"{path}: step series column {c} holds NaN or infinite values")
+    return df
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]

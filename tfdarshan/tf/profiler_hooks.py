@@ -1,0 +1,142 @@
+"""The tf.profiler driver of profiling sessions: every TensorFlow profiler
+session (`tf.profiler.experimental.start/stop`, and the `profiler_v2`
+functions that `Profile` and Keras reach) opens and closes one, and
+`Trace(step_num=...)` markers give its steps."""
+from __future__ import annotations
+
+import functools
+import pathlib
+import socket
+import sys
+
+from tfdarshan.tf import patching, session, steps
+
+PROFILER = "tensorflow.python.profiler.profiler_v2"
+TRACE = "tensorflow.python.profiler.trace"
+API_MODULES = ("tensorflow._api.v2.profiler.experimental", "tensorflow._api.v2.compat.v2.profiler.experimental")
+
+_current = None                                     # the session of the running profiler
+
+
+def patch_profiler(mod) -> None:
+    patching.patch(mod, "start", _wrap_start)
+    patching.patch(mod, "stop", _wrap_stop)
+    for name in API_MODULES:
+        api = sys.modules.get(name)
+        if api is not None:
+            for attr in ("start", "stop"):
+                current = getattr(api, attr, None)
+                if current is getattr(mod, attr).__tfdarshan_original__:
+                    setattr(api, attr, getattr(mod, attr))
+                    patching.patched.append((api, attr, current))
+
+
+def patch_trace(mod) -> None:
+    cls = mod.Trace
+
+    def make_init(orig):
+        @functools.wraps(orig)
+        def __init__(self, name, **kwargs):
+            self._tfdarshan_step = kwargs.get("step_num")
+            orig(self, name, **kwargs)
+        return __init__
+
+    def make_enter(orig):
+        @functools.wraps(orig)
+        def __enter__(self):
+            step = getattr(self, "_tfdarshan_step", None)
+            if step is not None and steps.active() and not steps.keras_driving["count"]:
+                patching.safely(steps.mark_begin, int(step))
+            return orig(self)
+        return __enter__
+
+    def make_exit(orig):
+        @functools.wraps(orig)
+        def __exit__(self, *exc):
+            result = orig(self, *exc)
+            step = getattr(self, "_tfdarshan_step", None)
+            if step is not None and steps.active() and not steps.keras_driving["count"]:
+                patching.safely(steps.mark_end, int(step))
+            return result
+        return __exit__
+
+    patching.patch(cls, "__init__", make_init)
+    patching.patch(cls, "__enter__", make_enter)
+    patching.patch(cls, "__exit__", make_exit)
+
+
+# -------------------------------------------------------- profiler sessions
+def _wrap_start(orig):
+    @functools.wraps(orig)
+    def start(logdir, options=None):
+        orig(logdir, options)           # if TensorFlow refuses, we never started
+        patching.safely(_on_start, logdir)
+    return start
+
+
+def _wrap_stop(orig):
+    @functools.wraps(orig)
+    def stop(save=True):
+        global _current
+        with patching.lock:
+            closing, _current = _current, None
+        try:
+            orig(save)
+        except BaseException:
+            if closing is not None:
+                patching.safely(closing.cancel)
+            raise
+        if closing is not None:
+            patching.safely(_on_stop, closing, save)
+    return stop
+
+
+def _on_start(logdir) -> None:
+    global _current
+    if not logdir:                      # Keras' warm-up session writes nothing
+        return
+    with patching.lock:
+        if _current is not None:
+            _current.cancel()
+        _current = session.open_session(str(logdir), label="tf.profiler")
+
+
+def _on_stop(closing, save: bool) -> None:
+    run_dir = find_run_directory(closing.logdir, closing.started_wall) if save else None
+    session.close_session(closing, run_dir)
+
+
+def find_run_directory(logdir: pathlib.Path, since: float) -> pathlib.Path:
+    """The session directory the profiler just wrote (newest with our host's
+    xplane written after `since`), or a new one named like XProf's."""
+    base = pathlib.Path(logdir, "plugins", "profile")
+    host = socket.gethostname()
+    best, best_mtime = None, 0.0
+    if base.is_dir():
+        for d in base.iterdir():
+            xp = d / f"{host}.xplane.pb"
+            try:
+                m = xp.stat().st_mtime
+            except OSError:
+                continue
+            if m >= since - 2 and m > best_mtime:
+                best, best_mtime = d, m
+    return best or base / session.run_directory_name(since)
+
+
+def unpatch_api_modules() -> None:
+    """API modules imported after we patched bound our wrappers themselves."""
+    for name in API_MODULES:
+        api = sys.modules.get(name)
+        for attr in ("start", "stop"):
+            current = getattr(api, attr, None) if api is not None else None
+            original = getattr(current, "__tfdarshan_original__", None)
+            if original is not None:
+                setattr(api, attr, original)
+
+
+def cancel_current() -> None:
+    global _current
+    if _current is not None:
+        _current.cancel()
+        _current = None
