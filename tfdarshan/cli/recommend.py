@@ -81,27 +81,38 @@ def fast_tier(path: str, toml_files):
     return tier
 
 
-def capacity_of(text, snap, tier) -> int:
+def parse_capacity(text):
+    """--capacity as ("bytes", n) or ("share", fraction), or None when it was
+    not given. Checked before anything slow (reading logs, probing a tier)."""
     from tfdarshan.advice import tiers as T
     if text is None:
-        if tier.capacity is None:
-            raise TfdarshanError("the fast tier's capacity is unknown: give --capacity")
-        return tier.capacity
+        return None
     if text.endswith("%"):
         try:
             share = float(text[:-1]) / 100
         except ValueError:
             raise TfdarshanError(f"--capacity {text}: not a percentage") from None
-        if not 0 <= share <= 1:      # also NaN and infinities, which int() below cannot take
+        if not 0 <= share <= 1:      # also NaN and infinities, which int() later cannot take
             raise TfdarshanError(f"--capacity {text}: a percentage is between 0 and 100")
-        from tfdarshan.advice.advisor import file_costs
-        total = int(file_costs(snap, tier)["size"].sum())
-        return int(total * share)
+        return ("share", share)
     if text.strip().replace(".", "", 1).isdigit():
         # "10" could mean bytes, GB or a share: say which
         raise TfdarshanError(f"--capacity {text}: give a unit (e.g. {text}G, {text}MiB, {text}B) or a "
                              f"percentage ({text}%)")
-    return T.parse_size(text)
+    return ("bytes", T.parse_size(text))
+
+
+def capacity_of(spec, snap, tier) -> int:
+    """The room to plan with, in bytes, for a parse_capacity() result."""
+    if spec is None:
+        if tier.capacity is None:
+            raise TfdarshanError("the fast tier's capacity is unknown: give --capacity")
+        return tier.capacity
+    kind, value = spec
+    if kind == "share":
+        from tfdarshan.advice.advisor import file_costs
+        return int(int(file_costs(snap, tier)["size"].sum()) * value)
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,11 +122,12 @@ def run(args: argparse.Namespace) -> int:
         raise TfdarshanError("give a log or log directory and --fast-tier PATH")
     if not os.path.isdir(args.fast_tier):
         raise TfdarshanError(f"--fast-tier {args.fast_tier}: not a directory")
+    capacity = parse_capacity(args.capacity)
     from tfdarshan.advice import render as advice_report, advisor
     from tfdarshan.advice.stager import make_manifest
     snap, steps, session_dir, picked = load_source(args.source, args.session)
     tier = fast_tier(args.fast_tier, args.tiers)
-    cap = capacity_of(args.capacity, snap, tier)
+    cap = capacity_of(capacity, snap, tier)
     advice = advisor.recommend(snap, tier, cap, granularity=args.granularity, globs=args.dataset,
                                steps=steps, source=str(args.source))
     text = {"text": advice_report.render_text, "json": advice_report.render_json,
