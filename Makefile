@@ -26,11 +26,11 @@ demo: $(STAMP)
 	$(BIN)/python -m tfdarshan demo --logdir demo_logs
 
 # Debian packages: Chromium for the tab's browser tests, FUSE for the case
-# studies' slow tier, Open MPI for the multi-rank tests
+# studies' slow tier, Open MPI for the multi-rank tests, gdb to read a crashed worker's core
 system-deps:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v mpirun >/dev/null && \
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v mpirun >/dev/null && command -v gdb >/dev/null && \
 	  [ -e /usr/lib/x86_64-linux-gnu/libfuse.so.2 -o -e /usr/lib/aarch64-linux-gnu/libfuse.so.2 ] || \
-	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver fuse3 libfuse2 \
+	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver gdb fuse3 libfuse2 \
 	     openmpi-bin libopenmpi-dev)
 
 browser: system-deps

@@ -85,7 +85,9 @@ def runs(sessions: List[Session]) -> Dict:
 
 
 def summary(d: SessionData) -> Dict:
-    snap, steps = d.snapshot, d.steps
+    snap = d.snapshot
+    # a window without step markers has one pseudo-step (-1): no step time to share
+    steps = d.steps[d.steps["step"] >= 0] if len(d.steps) else d.steps
     p, s = snap.posix, snap.stdio
     read = int(p["POSIX_BYTES_READ"].sum() + s["STDIO_BYTES_READ"].sum())
     written = int(p["POSIX_BYTES_WRITTEN"].sum() + s["STDIO_BYTES_WRITTEN"].sum())

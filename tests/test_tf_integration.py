@@ -2,6 +2,7 @@
 I/O, shown in XProf's trace viewer."""
 import glob
 import json
+import math
 import os
 import pathlib
 import signal
@@ -204,6 +205,8 @@ def test_tfdarshan_run_whole_script(tf, tmp_path, steps):
     r = run_cli("--logdir", str(logdir), *extra, str(script), *files)
     assert r.returncode == 0, r.stderr[-3000:]
     run = session_dir(logdir)
+    # one process, one window: one log (--steps once wrote a second one at exit)
+    assert sorted(p.name for p in run.glob("*.darshan")) == [f"{HOST}.darshan"]
     snap = tfdarshan.read_darshan_log(run / f"{HOST}.darshan")
     st = read_parquet(run / f"{HOST}.steps.parquet")
     if steps:
@@ -213,7 +216,29 @@ def test_tfdarshan_run_whole_script(tf, tmp_path, steps):
         for f in files:
             r_ = snap.posix[snap.posix["path"] == f].iloc[0]
             assert r_["POSIX_BYTES_READ"] == os.path.getsize(f)
+        # and Keras' batches are its steps, without asking (4 files of 120 records, batches of 16);
+        # with an unknown dataset size Keras begins one more batch, which finds the end of the data
+        batches = math.ceil(4 * 120 / 16)
+        real = [s for s in st["step"] if s >= 0]
+        assert real[:batches] == list(range(1, batches + 1)) and real[batches:] in ([], [batches + 1])
     assert int(st["bytes_read"].sum() + st["bytes_written"].sum()) == log_bytes(snap)
+
+
+def test_run_without_step_markers_claims_no_step_share(tmp_path):
+    """A script with no Keras and no Trace(step_num): the window has no real
+    steps, so the tab gives no step-time share instead of inventing one."""
+    from tb_plugin import views
+    from tfdarshan.logs.logdir import find_sessions
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(1 << 20))
+    script = tmp_path / "plain.py"
+    script.write_text(f"for _ in range(20):\n    open({str(data)!r}, 'rb').read()\n")
+    r = run_cli("--logdir", str(tmp_path / "logs"), str(script))
+    assert r.returncode == 0, r.stderr[-3000:]
+    (sess,) = find_sessions(tmp_path / "logs")
+    summary = views.summary(views.SessionData(sess, None))
+    assert summary["steps"] == 0 and summary["input_share"] is None
+    assert summary["bytes_read"] >= 20 * (1 << 20)
 
 
 def test_tfdarshan_run_writes_logs_on_exception(tf, tmp_path):
@@ -301,20 +326,54 @@ def _free_ports(n):
     return ports
 
 
-@pytest.mark.timeout(900)
+def _died_in_tensorflow_profiler(returncode, workdir: pathlib.Path) -> bool:
+    """True when a worker died of TensorFlow's own crash at
+    tf.profiler.experimental.stop() under MultiWorkerMirroredStrategy:
+    TraceMeRecorder::Consume follows a dangling pointer to a split event
+    (seen here in about 1 of 10 jobs under load, without tfdarshan imported
+    too). Proven by the core's backtrace, never guessed from the exit."""
+    cores = sorted(workdir.glob("core*"))
+    try:
+        if returncode not in (-signal.SIGABRT, -signal.SIGSEGV) or not cores:
+            return False
+        bt = subprocess.run(["gdb", "-q", "-batch", "-ex", "bt", sys.executable, str(cores[0])],
+                            capture_output=True, text=True, timeout=600).stdout
+        return "TraceMeRecorder::Consume" in bt and "tfd_" not in bt
+    finally:
+        for core in cores:          # gigabytes each
+            core.unlink()
+
+
+def _allow_core_dumps():
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_CORE)[1]
+    resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+
+
+@pytest.mark.timeout(1500)
 def test_two_workers_write_their_own_files(tf, tmp_path):
     from tfdarshan.logs.logdir import find_sessions, load_snapshot, load_steps
     files = write_tfrecords(tf, tmp_path / "data", files=4, records=200)
-    logdir = tmp_path / "logs"
-    ports = _free_ports(2)
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     worker = pathlib.Path(__file__).parent / "workers" / "mwms_worker.py"
-    procs = []
-    for i in range(2):
-        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})}
-        procs.append(subprocess.Popen([sys.executable, str(worker), str(logdir), *files], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    outs = [p.communicate(timeout=800) for p in procs]
+    for attempt in range(4):
+        logdir = tmp_path / f"logs{attempt}"
+        ports = _free_ports(2)
+        cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+        procs = []
+        for i in range(2):
+            env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})}
+            workdir = tmp_path / f"attempt{attempt}.worker{i}"
+            workdir.mkdir()
+            procs.append(subprocess.Popen([sys.executable, str(worker), str(logdir), *files], env=env, cwd=workdir,
+                                          preexec_fn=_allow_core_dumps, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        outs = [p.communicate(timeout=800) for p in procs]
+        tf_crashes = [_died_in_tensorflow_profiler(p.returncode, tmp_path / f"attempt{attempt}.worker{i}")
+                      for i, p in enumerate(procs)]
+        if not any(tf_crashes):
+            break
+        # TensorFlow's bug, not ours: the job is run again, and said so
+        print(f"attempt {attempt}: a worker died inside TensorFlow's TraceMeRecorder::Consume; running the job again")
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
     logs = sorted(logdir.glob("**/plugins/profile/*/*.darshan"))

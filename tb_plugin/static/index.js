@@ -211,7 +211,8 @@ function cards(s) {
     c('bandwidth', 'mean bandwidth (bytes / I/O time)', rate(s.bandwidth)),
     c('io_time', 'time in reads and writes', seconds(s.io_time)),
     c('meta_time', 'time in opens, stats, seeks', seconds(s.meta_time)),
-    c('input_share', 'step time in input I/O calls', pct(s.input_share)),
+    c('input_share', s.steps ? 'step time in input I/O calls' : 'step time in input I/O calls (no step markers seen)',
+      pct(s.input_share)),
     c('files', 'files', String(s.files)),
     c('steps', 'steps', String(s.steps)),
   ];

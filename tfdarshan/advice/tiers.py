@@ -91,13 +91,13 @@ class Tier:
             v = kw.get(f, 0.0)
             v = parse_size(v) if f == "bandwidth" and isinstance(v, str) else v
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= sys.float_info.max:
-                raise ValueError(f"tier {d.get('path')}: {f} must be a finite non-negative number")
+                raise ValueError(f"tier {d.get('path')!r}: {f} must be a finite non-negative number")
             kw[f] = float(v)
         if kw.get("capacity") is not None:
             kw["capacity"] = parse_size(kw["capacity"])
         for f in ("path", "fstype", "name", "source"):
             if f in kw and not isinstance(kw[f], str):
-                raise ValueError(f"tier {d.get('path')}: {f} must be text")
+                raise ValueError(f"tier {d.get('path')!r}: {f} must be text")
         if not kw["path"]:
             raise ValueError("a tier needs a non-empty path")
         return cls(**kw)

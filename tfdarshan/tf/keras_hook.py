@@ -21,7 +21,8 @@ def patch_callback_list(mod) -> None:
 
 
 def _add_io_callback(cblist, model, kwargs) -> None:
-    """Next to a TensorBoard callback that profiles, step markers from ours."""
+    """Next to a TensorBoard callback that profiles, or while any window
+    records steps (`tfdarshan run`, `profile()`), step markers from ours."""
     # imported here, not at the top: this module's hook runs while Keras itself
     # is still being imported, and the callback class needs all of Keras
     from tfdarshan.tf.keras import IOProfileCallback
@@ -30,8 +31,8 @@ def _add_io_callback(cblist, model, kwargs) -> None:
         return
     profiling = any(type(c).__name__ == "TensorBoard" and (getattr(c, "_start_batch", 0) or
                                                           getattr(c, "_stop_batch", 0)) for c in cbs)
-    if not profiling and not steps.observers:
-        return
+    if not profiling and not steps.active():
+        return                      # no window open and none waiting for a step
     cb = IOProfileCallback()
     cbs.append(cb)
     if model is not None:

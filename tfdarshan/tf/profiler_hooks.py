@@ -80,14 +80,14 @@ def _wrap_stop(orig):
         global _current
         with patching.lock:
             closing, _current = _current, None
-        try:
-            orig(save)
-        except BaseException:
-            if closing is not None:
-                patching.safely(closing.cancel)
-            raise
         if closing is not None:
-            patching.safely(_on_stop, closing, save)
+            # Our window ends before TensorFlow exports its profile: the
+            # export's own writes (<host>.xplane.pb, MBs) are not training
+            # I/O, and the shim is detached while TensorFlow's code runs.
+            patching.safely(closing.stop)
+        orig(save)                      # if it raises, nothing of ours is written
+        if closing is not None and closing.snapshot is not None and save:
+            patching.safely(_write, closing)
     return stop
 
 
@@ -101,9 +101,8 @@ def _on_start(logdir) -> None:
         _current = session.open_session(str(logdir), label="tf.profiler")
 
 
-def _on_stop(closing, save: bool) -> None:
-    run_dir = find_run_directory(closing.logdir, closing.started_wall) if save else None
-    session.close_session(closing, run_dir)
+def _write(closing) -> None:
+    closing.write(find_run_directory(closing.logdir, closing.started_wall))
 
 
 def find_run_directory(logdir: pathlib.Path, since: float) -> pathlib.Path:

@@ -105,8 +105,8 @@ class WholeRun:
         try:
             if os.getpid() != self.pid:
                 self._write_child()       # a forked child: its own records since the fork
-            elif self.session is not None and self.session.window is not None:
-                self._write()
+            elif self.session is not None and not self.session.closed:
+                self._write()       # not again when --steps B already wrote it
         except Exception as e:   # noqa: BLE001 - exit paths must not raise
             print(f"tfdarshan: could not write the run's logs: {e}", file=sys.stderr)
 

@@ -86,6 +86,7 @@ class ProfileSession:
         self.started_wall = None
         self.attached_here = False
         self.snapshot: Optional[Snapshot] = None
+        self.closed = False
 
     def start(self) -> "ProfileSession":
         self.started_wall = time.time()
@@ -106,6 +107,7 @@ class ProfileSession:
         return self
 
     def stop(self) -> Snapshot:
+        self.closed = True
         try:
             snap = self.window.close()
         finally:
@@ -121,6 +123,9 @@ class ProfileSession:
 
     def cancel(self) -> None:
         """Close without writing (the profiler failed or discarded its data)."""
+        if self.closed:
+            return
+        self.closed = True
         try:
             if self.window is not None:
                 self.window.close()
