@@ -162,15 +162,15 @@ def test_existing_destination_is_never_overwritten(staging):
 def test_unreadable_source_and_destination_vanishing(staging, monkeypatch):
     files, root, manifest = staging
     os.unlink(files[0])                                   # the source is gone
-    real_fsync = os.fsync
+    real_rename = os.rename
     calls = {"n": 0}
 
-    def fsync_then_vanish(fd):
-        real_fsync(fd)
+    def vanish_then_rename(src, dst):
         calls["n"] += 1
         if calls["n"] == 2:                               # the second copy: its directory disappears
             shutil.rmtree(root)
-    monkeypatch.setattr(stager.os, "fsync", fsync_then_vanish)
+        return real_rename(src, dst)
+    monkeypatch.setattr(stager.os, "rename", vanish_then_rename)
     r = stager.stage(manifest, progress=False)
     reasons = " ".join(why for _, why in r.failed)
     assert "unreadable" in reasons and "vanished" in reasons
@@ -179,7 +179,7 @@ def test_unreadable_source_and_destination_vanishing(staging, monkeypatch):
     assert not root.exists()
     for f in files[1:]:
         assert os.path.exists(f)                          # nothing lost at the source
-    monkeypatch.setattr(stager.os, "fsync", real_fsync)
+    monkeypatch.setattr(stager.os, "rename", real_rename)
     root.mkdir()
     r2 = stager.stage(manifest, progress=False)           # resumes once the place is back
     assert len(r2.staged) + len(r2.skipped) == 4 and len(r2.failed) == 1
@@ -285,8 +285,6 @@ def test_end_to_end_on_disk_and_shm(tf, tmp_path, monkeypatch):
 
 def test_capacity_needs_a_unit_or_a_share(tmp_path):
     # "--capacity 10" once meant 10 bytes, silently
-    import subprocess
-    import sys
     data = tmp_path / "d.bin"
     data.write_bytes(b"x" * 5000)
     script = tmp_path / "read.py"
@@ -312,3 +310,70 @@ def test_every_recommend_option_has_help():
     recommend = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "recommend")[1]
     undocumented = [a.dest for a in recommend._actions if not a.help and a.dest != "help"]
     assert not undocumented, f"options without help text: {undocumented}"
+
+
+def test_compare_checks_the_staged_copies_were_read(tmp_path):
+    """`recommend --compare` against the manifest that was staged: a run
+    that read the sources (itself, or one without staged_paths) is an error,
+    not "achieved 2.44 of the prediction"; a re-run of `recommend` that
+    rewrites advice.json does not change what is compared."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm on this machine")
+    env = {**os.environ, "TFDARSHAN_STAGING_MAP": str(tmp_path / "map.json")}
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(1)
+    paths = []
+    for i in range(12):
+        p = data / f"part-{i:02d}.bin"
+        p.write_bytes(rng.bytes(int(rng.integers(50_000, 400_000))))
+        paths.append(str(p))
+    script = tmp_path / "read.py"
+    script.write_text("import os, sys, tfdarshan\n"
+                      f"paths = {paths!r}\n"
+                      "if os.environ.get('USE_STAGED'):\n"
+                      "    paths = tfdarshan.staged_paths(paths)\n"
+                      "for p in paths:\n"
+                      "    open(p, 'rb').read()\n")
+    fast = tempfile.mkdtemp(prefix="tfd-compare-", dir="/dev/shm")
+    toml = tmp_path / "tiers.toml"
+    toml.write_text(f'[[tier]]\npath = "{fast}"\nname = "shm"\nbandwidth = "4G"\nread_latency = 1e-6\n'
+                    'open_latency = 1e-6\ncapacity = "1G"\n')
+
+    def tfd(*args, extra_env=None):
+        return subprocess.run([sys.executable, "-m", "tfdarshan", *args], capture_output=True, text=True,
+                              timeout=300, env={**env, **(extra_env or {})})
+
+    try:
+        logs = {name: str(tmp_path / name) for name in ("before", "unstaged", "staged")}
+        assert tfd("run", "--logdir", logs["before"], str(script)).returncode == 0
+        manifest = tmp_path / "manifest.json"
+        r = tfd("recommend", logs["before"], "--fast-tier", fast, "--tiers", str(toml), "--capacity", "50%",
+                "--manifest", str(manifest))
+        assert r.returncode == 0, r.stderr
+        staged = json.loads(manifest.read_text())
+        assert staged["entries"], r.stdout
+        assert tfd("stage", str(manifest), "--quiet").returncode == 0
+        # a later recommendation rewrites advice.json; the comparison must not follow it
+        assert tfd("recommend", logs["before"], "--fast-tier", fast, "--tiers", str(toml), "--capacity", "1B"
+                   ).returncode == 0
+        assert tfd("run", "--logdir", logs["unstaged"], str(script)).returncode == 0
+        assert tfd("run", "--logdir", logs["staged"], str(script), extra_env={"USE_STAGED": "1"}).returncode == 0
+
+        for after in (logs["before"], logs["unstaged"]):
+            bad = tfd("recommend", "--compare", logs["before"], after)
+            assert bad.returncode == 2, bad.stdout
+            lines = bad.stderr.strip().splitlines()
+            assert len(lines) == 1 and "read none of the" in lines[0] and "staged_paths" in lines[0], bad.stderr
+
+        good = tfd("recommend", "--compare", logs["before"], logs["staged"], "--format", "json")
+        assert good.returncode == 0, good.stderr
+        out = json.loads(good.stdout)
+        n = len(staged["entries"])
+        assert out["staged_files"] == n and out["copies_read"] == n and out["sources_read"] == 0
+        # the bytes AFTER read from the copies are the staged files' sizes
+        assert out["bytes_after"] == sum(e["size"] for e in staged["entries"])
+        assert out["predicted_saving"] == pytest.approx(staged["advice"]["predicted_saving"])
+        assert out["achieved_over_predicted"] is not None and np.isfinite(out["achieved_over_predicted"])
+    finally:
+        shutil.rmtree(fast, ignore_errors=True)

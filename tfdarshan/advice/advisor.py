@@ -391,12 +391,18 @@ def compare_runs(before: Snapshot, after: Snapshot, mapping: Dict[str, str],
         t = float(p["POSIX_F_READ_TIME"].sum())
         return float(p["POSIX_BYTES_READ"].sum()) / t if t > 0 else 0.0
 
+    def read_in(snap, paths):
+        p = snap.posix[snap.posix["path"].isin(paths) & (snap.posix["POSIX_BYTES_READ"] > 0)]
+        return int(p["path"].nunique())
+
     t_before, b_before = io_time(before, set(mapping))
     t_after, b_after = io_time(after, set(mapping.values()))
     achieved = t_before - t_after
+    predicted = float(predicted) if predicted is not None else None
     return {"staged_files": len(mapping), "before_time": t_before, "after_time": t_after,
             "bytes_before": b_before, "bytes_after": b_after,
-            "predicted_saving": float(predicted) if predicted is not None else float("nan"),
-            "achieved_saving": achieved,
-            "achieved_over_predicted": achieved / predicted if predicted else float("nan"),
+            "copies_read": read_in(after, set(mapping.values())),
+            "sources_read": read_in(after, set(mapping)),
+            "predicted_saving": predicted, "achieved_saving": achieved,
+            "achieved_over_predicted": achieved / predicted if predicted else None,
             "bandwidth_before": bandwidth(before), "bandwidth_after": bandwidth(after)}

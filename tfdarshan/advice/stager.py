@@ -23,6 +23,8 @@ from tfdarshan.errors import TfdarshanError
 
 FORMAT = "tfdarshan.manifest/1"
 CHUNK = 4 << 20
+FLUSH_SECONDS = 1.0
+STAGED_MANIFEST = "staged.manifest.json"    # beside the session whose advice was staged
 
 
 def sha256_of(path, chunk: int = CHUNK) -> str:
@@ -177,34 +179,102 @@ def stage(manifest_path, *, progress: bool = True) -> StageResult:
             raise TfdarshanError(f"{root}: needs {need / 2**20:.1f} MiB free for {len(todo)} files, "
                                  f"has {free / 2**20:.1f} MiB; nothing copied")
     bar = _bar(need, "staging", progress)
+    unrecorded: Dict[str, str] = {}     # staged since the last flush: source -> copy
+    last_flush = time.monotonic()
+
+    def flush():
+        # copies reach the disk before the state and the map say they exist;
+        # one sync a second, not an fsync and two JSON rewrites per file
+        nonlocal last_flush
+        last_flush = time.monotonic()
+        if unrecorded:
+            _sync(root)
+            _write_json(state_path, {"done": done})
+            _record_mapping(dict(unrecorded))
+            unrecorded.clear()
+
     with _native.suppressed():
-        for e in todo:
+        try:
+            _stage_all(todo, root, root_id, done, unrecorded, result, bar,
+                       lambda: time.monotonic() - last_flush > FLUSH_SECONDS and flush())
+        finally:
+            flush()
+    bar.close()
+    if result.staged or result.skipped:
+        _remember_staged(m, mpath)
+    return result
+
+
+def _stage_all(todo, root, root_id, done, unrecorded, result, bar, maybe_flush) -> None:
+    for e in todo:
+        try:
+            _check_root(root, root_id)
+            _stage_one(e)
+            done[e["destination"]] = e["sha256"]
+            unrecorded[e["source"]] = e["destination"]
+            result.staged.append(e)
+            maybe_flush()
+        except _Vanished as v:
+            # the fast tier went away (unmounted?): never recreate it on whatever is underneath
+            result.failed.extend((x, str(v)) for x in todo[todo.index(e):])
+            break
+        except _Refused as r:
+            result.failed.append((e, str(r)))
+        except OSError as err:
+            result.failed.append((e, f"{err.strerror or err} ({err.filename or e['destination']})"))
+            if err.errno in (28, 122):       # ENOSPC, EDQUOT: the rest will not fit either
+                break
             try:
                 _check_root(root, root_id)
-                _stage_one(e)
-                done[e["destination"]] = e["sha256"]
-                _write_json(state_path, {"done": done})
-                _record_mapping({e["source"]: e["destination"]})
-                result.staged.append(e)
             except _Vanished as v:
-                # the fast tier went away (unmounted?): never recreate it on whatever is underneath
-                result.failed.extend((x, str(v)) for x in todo[todo.index(e):])
+                result.failed.extend((x, str(v)) for x in todo[todo.index(e) + 1:])
                 break
-            except _Refused as r:
-                result.failed.append((e, str(r)))
-            except OSError as err:
-                result.failed.append((e, f"{err.strerror or err} ({err.filename or e['destination']})"))
-                if err.errno in (28, 122):       # ENOSPC, EDQUOT: the rest will not fit either
-                    break
-                try:
-                    _check_root(root, root_id)
-                except _Vanished as v:
-                    result.failed.extend((x, str(v)) for x in todo[todo.index(e) + 1:])
-                    break
-            finally:
-                bar.update(e["size"])
-    bar.close()
-    return result
+        finally:
+            bar.update(e["size"])
+
+
+def _sync(root: str) -> None:
+    """syncfs() on the staging directory's file system (os.sync() where
+    the C library has none)."""
+    try:
+        fd = os.open(root, os.O_RDONLY)
+    except OSError:
+        return                          # gone: the next check reports it
+    try:
+        libc = _libc()
+        if libc is None or libc.syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+def _libc():
+    import ctypes
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _remember_staged(m: Dict, manifest_path: pathlib.Path) -> None:
+    """Keep the staged manifest beside the session its advice came from:
+    `recommend --compare` checks against it, even after advice.json was
+    rewritten by a later `recommend`."""
+    session = (m.get("advice") or {}).get("session")
+    if isinstance(session, str) and os.path.isdir(session):
+        _write_json(pathlib.Path(session) / STAGED_MANIFEST,
+                    {**m, "staged_from": os.path.abspath(manifest_path), "staged_at": time.time()})
+
+
+def staged_manifest_of(session_dir, before: str) -> Dict:
+    """The manifest staged from a session's advice, for `--compare`."""
+    if session_dir is None:
+        raise TfdarshanError(f"--compare: {before} is a log, not a log directory; give --manifest (the one staged)")
+    p = pathlib.Path(session_dir) / STAGED_MANIFEST
+    if not p.exists():
+        raise TfdarshanError(f"--compare: nothing was staged from {session_dir} (no {STAGED_MANIFEST}); stage a "
+                             f"manifest from `recommend --manifest`, or give --manifest")
+    return load_manifest(p)
 
 
 class _Refused(Exception):
@@ -248,8 +318,7 @@ def _stage_one(e: Dict) -> None:
                     break
                 h.update(b)
                 fo.write(b)
-            fo.flush()
-            os.fsync(fo.fileno())
+            fo.flush()          # durable before it is recorded: stage() syncs before each flush
         if h.hexdigest() != e["sha256"]:
             raise _Refused(f"source {src} changed since the manifest (checksum differs)")
         # the copy itself, read back, must match before it counts as staged

@@ -144,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
         root = args.staging_root or os.path.join(args.fast_tier, "tfdarshan-staged")
         chosen = [advice.costs["path"].iat[i] for i in advice.chosen]
         manifest = make_manifest(chosen, root, progress=sys.stderr.isatty())
-        manifest["advice"] = {"predicted_saving": advice.saving(advice.chosen), "source": str(args.source)}
+        manifest["advice"] = {"predicted_saving": advice.saving(advice.chosen), "source": str(args.source),
+                              "session": str(session_dir) if session_dir is not None else None}
         pathlib.Path(args.manifest).write_text(json.dumps(manifest, indent=1))
         print(f"wrote the staging manifest {args.manifest} ({len(chosen)} files)", file=sys.stderr)
     if picked:
@@ -153,32 +154,35 @@ def run(args: argparse.Namespace) -> int:
 
 
 def compare(args: argparse.Namespace) -> int:
+    """Predicted against achieved, for the manifest that was staged. Exit 2
+    when AFTER read none of the staged copies, 1 when it read some files
+    from their sources instead."""
     from tfdarshan.advice.advisor import compare_runs
+    from tfdarshan.advice.file_table import human_time
+    from tfdarshan.advice.stager import load_manifest, staged_manifest_of
     before, _, before_dir, _ = load_source(args.compare[0], args.session)
     after, _, _, _ = load_source(args.compare[1])
-    advice = None
-    if args.manifest:
-        from tfdarshan.advice.stager import load_manifest
-        m = load_manifest(args.manifest)
-        mapping = {e["source"]: e["destination"] for e in m["entries"]}
-        predicted = (m.get("advice") or {}).get("predicted_saving")
-    elif before_dir is not None and (before_dir / "advice.json").exists():
-        stored = before_dir / "advice.json"
-        from tfdarshan.advice.stager import _load_json, destination_for
-        advice = _load_json(stored, "stored advice", dict)
-        try:
-            root = os.path.join(advice["fast_tier"]["path"], "tfdarshan-staged")
-            mapping = {f["path"]: destination_for(f["path"], root) for f in advice["files"]}
-            predicted = float(advice["predicted_saving"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise TfdarshanError(f"{stored}: unreadable stored advice (needs fast_tier.path, files[].path and "
-                                 f"a numeric predicted_saving)") from None
-    else:
-        raise TfdarshanError("--compare needs --manifest, or a BEFORE log directory with stored advice")
+    m = load_manifest(args.manifest) if args.manifest else staged_manifest_of(before_dir, args.compare[0])
+    mapping = {e["source"]: e["destination"] for e in m["entries"]}
+    predicted = (m.get("advice") or {}).get("predicted_saving")
     r = compare_runs(before, after, mapping, predicted)
-    print(json.dumps(r, indent=1) if args.format == "json" else
-          f"staged files: I/O time {r['before_time']:.3f} s before, {r['after_time']:.3f} s after; "
-          f"saving predicted {r['predicted_saving']:.3f} s, achieved {r['achieved_saving']:.3f} s "
-          f"({r['achieved_over_predicted']:.2f} of the prediction); input bandwidth "
-          f"{r['bandwidth_before'] / 2**20:.0f} -> {r['bandwidth_after'] / 2**20:.0f} MiB/s")
+    n = r["staged_files"]
+    if r["copies_read"] == 0:
+        raise TfdarshanError(
+            f"AFTER ({args.compare[1]}) read none of the {n} staged copies"
+            + (f" but {r['sources_read']} of their sources" if r["sources_read"] else "")
+            + ": nothing to compare. Did its input pipeline use tfdarshan.staged_paths()?")
+    if args.format == "json":
+        print(json.dumps(r, indent=1))
+    else:
+        ratio = (f"{r['achieved_over_predicted']:.2f} of the prediction of {human_time(r['predicted_saving'])}"
+                 if r["predicted_saving"] is not None else "the manifest holds no prediction")
+        print(f"staged files: I/O time {human_time(r['before_time'])} before, {human_time(r['after_time'])} "
+              f"after ({r['copies_read']} of {n} copies read); achieved saving "
+              f"{human_time(r['achieved_saving'])}, {ratio}; input bandwidth "
+              f"{r['bandwidth_before'] / 2**20:.0f} -> {r['bandwidth_after'] / 2**20:.0f} MiB/s")
+    if r["sources_read"]:
+        print(f"tfdarshan recommend: warning: AFTER read {r['sources_read']} of the {n} staged files from "
+              f"their sources, not their copies; the saving above covers the copies only", file=sys.stderr)
+        return 1
     return 0
