@@ -17,8 +17,7 @@ from tfdarshan.logs.darshan_log import read_darshan_log
 from tfdarshan.logs.logdir import Session, load_steps, process_label
 from tfdarshan.capture.snapshot import Snapshot, combine
 
-FILE_COLUMNS = ["path", "tier", "bytes_read", "bytes_written", "reads", "writes", "opens", "stats",
-                "read_time", "meta_time", "bandwidth", "mean_request", "seq_fraction", "zero_reads"]
+FILE_COLUMNS = report.COLUMNS
 SIZE_BINS = ["0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M",
              "100M_1G", "1G_PLUS"]
 TIMELINE_FILES = 8

@@ -241,6 +241,37 @@ def test_run_without_step_markers_claims_no_step_share(tmp_path):
     assert summary["bytes_read"] >= 20 * (1 << 20)
 
 
+def test_cards_and_table_agree_with_stdio_files(tmp_path):
+    """The tab's cards and its table describe the same files: STDIO files
+    (numpy's tofile/fromfile use fwrite/fread) are rows too, with the
+    counters STDIO lacks shown as unknown, not 0."""
+    from tb_plugin import views
+    from tfdarshan.logs.logdir import find_sessions
+    posix_file, stdio_file = tmp_path / "posix.bin", tmp_path / "stdio.f8"
+    posix_file.write_bytes(os.urandom(300_000))
+    script = tmp_path / "mixed.py"
+    script.write_text("import numpy as np\n"
+                      f"open({str(posix_file)!r}, 'rb').read()\n"
+                      f"np.arange(50_000, dtype='f8').tofile({str(stdio_file)!r})\n"
+                      f"assert np.fromfile({str(stdio_file)!r}).size == 50_000\n")
+    r = run_cli("--logdir", str(tmp_path / "logs"), str(script))
+    assert r.returncode == 0, r.stderr[-3000:]
+    (sess,) = find_sessions(tmp_path / "logs")
+    d = views.SessionData(sess, None)
+    cards = views.summary(d)
+    table = views.files(d, limit=10_000)
+    rows = [dict(zip(table["columns"], row)) for row in table["rows"]]
+    assert table["total"] == cards["files"] == len(rows)
+    assert sum(r_["bytes_read"] for r_ in rows) == cards["bytes_read"]
+    assert sum(r_["bytes_written"] for r_ in rows) == cards["bytes_written"] >= 50_000 * 8
+    stdio = [r_ for r_ in rows if r_["path"] == str(stdio_file) and r_["interface"] == "STDIO"]
+    assert stdio and stdio[0]["bytes_written"] == 50_000 * 8 and stdio[0]["bytes_read"] == 50_000 * 8
+    assert stdio[0]["stats"] is None and stdio[0]["seq_fraction"] is None and stdio[0]["zero_reads"] is None
+    posix = [r_ for r_ in rows if r_["path"] == str(posix_file)]
+    # without --trace the log has no DXT, the only place a Darshan log can show 0-byte reads
+    assert posix[0]["interface"] == "POSIX" and posix[0]["bytes_read"] == 300_000 and posix[0]["zero_reads"] is None
+
+
 def test_tfdarshan_run_writes_logs_on_exception(tf, tmp_path):
     files = write_tfrecords(tf, tmp_path / "data", files=2)
     script = tmp_path / "train.py"

@@ -255,11 +255,14 @@ async function fileTable() {
   const next = el('button', {id: 'tfd-next'}, 'next ›');
   const table = el('table');
   wrap.append(el('div', {class: 'bar'}, search, prev, next, status), table);
-  const labels = {path: 'file', tier: 'tier', bytes_read: 'read', bytes_written: 'written', reads: 'reads',
-    writes: 'writes', opens: 'opens', stats: 'stats', read_time: 'read time', meta_time: 'meta time',
-    bandwidth: 'bandwidth', mean_request: 'mean request', seq_fraction: 'sequential', zero_reads: '0-byte reads'};
-  const fmt = {bytes_read: bytes, bytes_written: bytes, read_time: seconds, meta_time: seconds, bandwidth: rate,
-    mean_request: bytes, seq_fraction: pct};
+  const labels = {path: 'file', interface: 'via', tier: 'tier', bytes_read: 'read', bytes_written: 'written',
+    reads: 'reads', writes: 'writes', opens: 'opens', stats: 'stats', read_time: 'read time',
+    write_time: 'write time', meta_time: 'meta time', bandwidth: 'bandwidth', mean_request: 'mean request',
+    seq_fraction: 'sequential', zero_reads: '0-byte reads'};
+  const fmt = {bytes_read: bytes, bytes_written: bytes, read_time: seconds, write_time: seconds, meta_time: seconds,
+    bandwidth: rate, mean_request: bytes, seq_fraction: pct};
+  // null in these is a figure nobody counted (STDIO has no stat counter): '?', never 0
+  const uncounted = new Set(['stats', 'seq_fraction', 'zero_reads']);
   let timer = null;
   const load = async () => {
     const page = await get('files', {sort: state.sort, order: state.order, offset: state.offset, limit: PAGE, q: state.q});
@@ -274,7 +277,7 @@ async function fileTable() {
     const rows = page.rows.map((r) => el('tr', {}, ...r.map((v, i) => {
       const col = page.columns[i];
       return el('td', {class: col === 'path' || col === 'tier' ? col : '', title: col === 'path' ? String(v) : ''},
-          v == null ? '–' : fmt[col] ? fmt[col](v) : String(v));
+          v == null ? (uncounted.has(col) ? '?' : '–') : fmt[col] ? fmt[col](v) : String(v));
     })));
     table.replaceChildren(el('thead', {}, head), el('tbody', {}, ...rows));
     const end = Math.min(page.offset + PAGE, page.total);

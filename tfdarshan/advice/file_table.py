@@ -10,39 +10,52 @@ from tfdarshan.capture import mounts as M
 from tfdarshan.capture.snapshot import Snapshot
 
 
+COLUMNS = ["path", "interface", "tier", "bytes_read", "bytes_written", "reads", "writes", "opens", "stats",
+           "read_time", "write_time", "meta_time", "bandwidth", "mean_request", "seq_fraction", "zero_reads"]
+
+
 def file_table(snap: Snapshot, mount_table: Optional[Iterable[M.Mount]] = None) -> pd.DataFrame:
-    """One row per POSIX file: what a user asks first about their input.
+    """One row per file and interface (POSIX, STDIO): what a user asks
+    first about their input. The rows add up to the session's totals.
 
     bandwidth = bytes moved / time spent in reads and writes (Darshan's
-    per-file I/O time); metadata time (open, stat, seek, close) is separate."""
-    p = snap.posix
+    per-file I/O time); metadata time (open, stat, seek, close) is separate.
+    A figure nobody counted is NaN, not 0: STDIO has no stat or sequential
+    counters, and a Darshan log shows 0-byte reads only through its trace."""
+    parts = [t for t in (_rows(snap.posix, "POSIX", snap), _rows(snap.stdio, "STDIO", snap)) if len(t)]
+    if not parts:
+        return pd.DataFrame(columns=COLUMNS)
+    t = pd.concat(parts, ignore_index=True)
+    t.insert(2, "tier", tiers_of(t["path"], list(mount_table) if mount_table is not None else M.current()))
+    return t.sort_values(["bytes_read", "bytes_written"], ascending=False).reset_index(drop=True)[COLUMNS]
+
+
+def _rows(p: pd.DataFrame, module: str, snap: Snapshot) -> pd.DataFrame:
     if p.empty:
-        return pd.DataFrame(columns=["path", "tier", "bytes_read", "bytes_written", "reads", "writes",
-                                     "opens", "stats", "read_time", "meta_time", "bandwidth",
-                                     "mean_request", "seq_fraction", "zero_reads"])
-    mts = list(mount_table) if mount_table is not None else M.current()
-    zero = snap.extra.set_index("record_id")["ZERO_READS"] if len(snap.extra) else pd.Series(dtype=np.int64)
-    io_time = p["POSIX_F_READ_TIME"] + p["POSIX_F_WRITE_TIME"]
-    moved = p["POSIX_BYTES_READ"] + p["POSIX_BYTES_WRITTEN"]
-    ops = p["POSIX_READS"] + p["POSIX_WRITES"]
-    t = pd.DataFrame({
-        "path": p["path"].astype(object),
-        "tier": tiers_of(p["path"], mts),
-        "bytes_read": p["POSIX_BYTES_READ"],
-        "bytes_written": p["POSIX_BYTES_WRITTEN"],
-        "reads": p["POSIX_READS"],
-        "writes": p["POSIX_WRITES"],
-        "opens": p["POSIX_OPENS"],
-        "stats": p["POSIX_STATS"],
-        "read_time": p["POSIX_F_READ_TIME"],
-        "meta_time": p["POSIX_F_META_TIME"],
+        return p
+
+    def c(name):
+        col = f"{module}_{name}"
+        return p[col].astype(np.float64) if col in p else pd.Series(np.nan, index=p.index)
+
+    io_time = c("F_READ_TIME") + c("F_WRITE_TIME")
+    moved = c("BYTES_READ") + c("BYTES_WRITTEN")
+    ops = c("READS") + c("WRITES")
+    zero = pd.Series(np.nan, index=p.index)
+    if module == "POSIX" and snap.meta.get("zero_reads_known", True):
+        counted = snap.extra.set_index("record_id")["ZERO_READS"] if len(snap.extra) else pd.Series(dtype=np.int64)
+        zero = pd.Series(counted.reindex(p["record_id"].values).fillna(0).to_numpy(np.float64), index=p.index)
+    return pd.DataFrame({
+        "path": p["path"].astype(object), "interface": module,
+        "bytes_read": p[f"{module}_BYTES_READ"], "bytes_written": p[f"{module}_BYTES_WRITTEN"],
+        "reads": p[f"{module}_READS"], "writes": p[f"{module}_WRITES"], "opens": p[f"{module}_OPENS"],
+        "stats": c("STATS"),
+        "read_time": c("F_READ_TIME"), "write_time": c("F_WRITE_TIME"), "meta_time": c("F_META_TIME"),
         "bandwidth": np.where(io_time > 0, moved / io_time.where(io_time > 0, 1), np.nan),
         "mean_request": np.where(ops > 0, moved / ops.where(ops > 0, 1), np.nan),
-        "seq_fraction": np.where(p["POSIX_READS"] > 0,
-                                 p["POSIX_SEQ_READS"] / p["POSIX_READS"].where(p["POSIX_READS"] > 0, 1), np.nan),
-        "zero_reads": zero.reindex(p["record_id"].values).fillna(0).astype(np.int64).values,
+        "seq_fraction": np.where(c("READS") > 0, c("SEQ_READS") / c("READS").where(c("READS") > 0, 1), np.nan),
+        "zero_reads": zero,
     })
-    return t.sort_values(["bytes_read", "bytes_written"], ascending=False).reset_index(drop=True)
 
 
 def tiers_of(paths: pd.Series, mounts) -> list:
@@ -85,8 +98,8 @@ def render_text(table: pd.DataFrame, limit: int = 20, width: int = 60) -> str:
                      human_bytes(r.mean_request), f"{r.read_time * 1e3:.2f}",
                      "-" if np.isnan(r.bandwidth) else f"{r.bandwidth / 2**20:.0f}",
                      "-" if np.isnan(r.seq_fraction) else f"{100 * r.seq_fraction:.0f}%",
-                     f"{r.zero_reads}", f"{r.opens}"])
-    head = ["file", "tier", "read", "reads", "mean req", "read ms", "MiB/s", "seq", "0-len", "opens"]
+                     "?" if np.isnan(r.zero_reads) else f"{r.zero_reads:.0f}", f"{r.opens}", r.interface])
+    head = ["file", "tier", "read", "reads", "mean req", "read ms", "MiB/s", "seq", "0-len", "opens", "via"]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     fmt = lambda cells: "  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w)
                                   for i, (c, w) in enumerate(zip(cells, widths)))
