@@ -377,3 +377,42 @@ def test_compare_checks_the_staged_copies_were_read(tmp_path):
         assert out["achieved_over_predicted"] is not None and np.isfinite(out["achieved_over_predicted"])
     finally:
         shutil.rmtree(fast, ignore_errors=True)
+
+
+def test_html_report_shows_small_savings_in_their_unit(tmp_path):
+    """A saving of a few hundred µs once printed as "0.000 s"."""
+    from tfdarshan.advice import render
+    p = tmp_path / "f0"
+    p.write_bytes(b"x" * 10_000)
+    snap = snapshot_of([{"path": str(p), "POSIX_OPENS": 1, "POSIX_READS": 2, "POSIX_BYTES_READ": 10_000,
+                         "POSIX_F_READ_TIME": 300e-6, "POSIX_F_META_TIME": 100e-6}])
+    a = advisor.recommend(snap, FAST, capacity=1 << 20)
+    saving = a.saving(a.chosen)
+    assert 1e-4 < saving < 1e-3                     # 400 µs now, about 3 µs on the fast tier
+    page = render.render_html(a)
+    assert "0.000 s" not in page
+    assert f"{saving * 1e6:.0f} µs" in page
+
+
+def test_probe_repeats_and_reports_its_spread(tmp_path, monkeypatch):
+    """One probe of a disk said 840 MiB/s, the next 1,505: a probe is now
+    the median of repeats, keeps their range, and prints it."""
+    monkeypatch.setenv("TFDARSHAN_TIERS", str(tmp_path / "tiers.json"))
+    d = tmp_path / "tier"
+    d.mkdir()
+    tier = T.probe(d, size=4 << 20, repeats=3)
+    for field in T.FIELDS:
+        lo, hi = tier.range_of(field)
+        assert lo <= getattr(tier, field) <= hi
+    T.save_probe(tier)
+    (loaded,) = [t for t in T.load() if t.path == tier.path]
+    assert loaded.spread == tier.spread and loaded.bandwidth == tier.bandwidth
+    r = subprocess.run([sys.executable, "-m", "tfdarshan", "probe", str(d), "--size", "4M", "--repeats", "3",
+                        "--no-save"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "medians of 3 runs" in r.stdout and r.stdout.count("–") >= 4, r.stdout
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[tier]]\npath = "/x"\nspread = [["bandwidth", 1]]\n')
+    with pytest.raises(TfdarshanError) as e:
+        T.load_toml(bad)
+    assert "spread" in str(e.value) and "\n" not in str(e.value)

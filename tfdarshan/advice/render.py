@@ -77,7 +77,7 @@ def render_html(a: Advice) -> str:
         plt.close(fig)
     rows = "".join(
         f"<tr><td>{esc(r.name)}</td><td>{r.files} of {r.of_files}</td><td>{esc(human_bytes(r.bytes))}</td>"
-        f"<td>{r.saving:.3f} s</td></tr>" for r in a.selection().itertuples())
+        f"<td>{esc(human_time(r.saving))}</td></tr>" for r in a.selection().itertuples())
     findings = "".join(
         f"<li><b>[{esc(f.level)}] {esc(f.title)}</b><br>{esc(f.detail)}<br><i>Suggested:</i> "
         f"{esc(f.suggestion)}</li>" for f in a.findings)

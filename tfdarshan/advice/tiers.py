@@ -27,7 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from tfdarshan.capture import _native
 from tfdarshan.capture import mounts as M
@@ -66,6 +66,7 @@ class Tier:
     capacity: Optional[int] = None  # bytes free to plan with
     source: str = "declared"        # "probe" or "declared"
     measured_at: float = 0.0
+    spread: Tuple[Tuple[str, float, float], ...] = ()   # a probe's (field, lowest, highest) over its repeats
 
     @property
     def label(self) -> str:
@@ -100,7 +101,23 @@ class Tier:
                 raise ValueError(f"tier {d.get('path')!r}: {f} must be text")
         if not kw["path"]:
             raise ValueError("a tier needs a non-empty path")
+        if "spread" in kw:
+            kw["spread"] = _spread_of(kw["spread"], d.get("path"))
         return cls(**kw)
+
+    def range_of(self, field: str) -> Optional[Tuple[float, float]]:
+        """(lowest, highest) of a probed figure over the probe's repeats."""
+        return next(((lo, hi) for f, lo, hi in self.spread if f == field), None)
+
+
+def _spread_of(value, path) -> Tuple[Tuple[str, float, float], ...]:
+    ok = isinstance(value, (list, tuple)) and all(
+        isinstance(e, (list, tuple)) and len(e) == 3 and e[0] in FIELDS
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= sys.float_info.max
+                for x in e[1:]) for e in value)
+    if not ok:
+        raise ValueError(f"tier {path!r}: spread must be a list of [field, lowest, highest]")
+    return tuple((str(f), float(lo), float(hi)) for f, lo, hi in value)
 
 
 # ------------------------------------------------------------------ probing
@@ -109,8 +126,10 @@ def _evict(fd: int) -> None:
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
-def probe(path, *, size: int = 64 << 20, small_reads: int = 64, opens: int = 200) -> Tier:
-    """Measure the tier holding `path` (a directory we may write into)."""
+def probe(path, *, size: int = 64 << 20, small_reads: int = 64, opens: int = 200, repeats: int = 5) -> Tier:
+    """Measure the tier holding `path` (a directory we may write into):
+    each figure is the median of `repeats` measurements, and the tier keeps
+    their lowest and highest (one cold read of a disk varied by almost 2x)."""
     root = pathlib.Path(path)
     if not root.is_dir():
         raise TfdarshanError(f"{root}: not a directory")
@@ -128,41 +147,47 @@ def probe(path, *, size: int = 64 << 20, small_reads: int = 64, opens: int = 200
         small = [pathlib.Path(d, f"s{i}") for i in range(16)]
         for p in small:
             p.write_bytes(b"x" * 4096)
-        # open+close and stat of existing files
-        t = time.perf_counter()
-        for i in range(opens):
-            os.close(os.open(small[i % len(small)], os.O_RDONLY))
-        open_lat = (time.perf_counter() - t) / opens
-        t = time.perf_counter()
-        for i in range(opens):
-            os.stat(small[i % len(small)])
-        stat_lat = (time.perf_counter() - t) / opens
-        # cold 4 KiB reads at scattered offsets, then cold 1 MiB sequential reads
-        fd = os.open(big, os.O_RDONLY)
-        try:
-            _evict(fd)
-            n_blocks = max(1, os.fstat(fd).st_size // 4096)
-            step = max(1, n_blocks // small_reads)
-            lat = []
-            for i in range(small_reads):
-                t = time.perf_counter()
-                os.pread(fd, 4096, ((i * step * 7919) % n_blocks) * 4096)
-                lat.append(time.perf_counter() - t)
-            _evict(fd)
-            total, t = 0, time.perf_counter()
-            while True:
-                b = os.pread(fd, 1 << 20, total)
-                if not b:
-                    break
-                total += len(b)
-            bandwidth = total / max(time.perf_counter() - t, 1e-9)
-        finally:
-            os.close(fd)
-    small_lat = statistics.median(lat)
+        runs = [_measure_once(big, small, opens, small_reads) for _ in range(max(1, repeats))]
+    figures = {f: statistics.median(r[f] for r in runs) for f in runs[0]}
     return Tier(path=mount.point if mount else str(root), fstype=mount.fstype if mount else "",
-                open_latency=open_lat, stat_latency=stat_lat,
-                read_latency=max(small_lat - 4096 / bandwidth, 0.0), bandwidth=bandwidth,
-                capacity=shutil.disk_usage(root).free, source="probe", measured_at=time.time())
+                capacity=shutil.disk_usage(root).free, source="probe", measured_at=time.time(),
+                spread=tuple((f, min(r[f] for r in runs), max(r[f] for r in runs)) for f in runs[0]),
+                **figures)
+
+
+def _measure_once(big: pathlib.Path, small, opens: int, small_reads: int) -> Dict[str, float]:
+    # open+close and stat of existing files
+    t = time.perf_counter()
+    for i in range(opens):
+        os.close(os.open(small[i % len(small)], os.O_RDONLY))
+    open_lat = (time.perf_counter() - t) / opens
+    t = time.perf_counter()
+    for i in range(opens):
+        os.stat(small[i % len(small)])
+    stat_lat = (time.perf_counter() - t) / opens
+    # cold 4 KiB reads at scattered offsets, then cold 1 MiB sequential reads
+    fd = os.open(big, os.O_RDONLY)
+    try:
+        _evict(fd)
+        n_blocks = max(1, os.fstat(fd).st_size // 4096)
+        step = max(1, n_blocks // small_reads)
+        lat = []
+        for i in range(small_reads):
+            t = time.perf_counter()
+            os.pread(fd, 4096, ((i * step * 7919) % n_blocks) * 4096)
+            lat.append(time.perf_counter() - t)
+        _evict(fd)
+        total, t = 0, time.perf_counter()
+        while True:
+            b = os.pread(fd, 1 << 20, total)
+            if not b:
+                break
+            total += len(b)
+        bandwidth = total / max(time.perf_counter() - t, 1e-9)
+    finally:
+        os.close(fd)
+    return {"open_latency": open_lat, "stat_latency": stat_lat, "bandwidth": bandwidth,
+            "read_latency": max(statistics.median(lat) - 4096 / bandwidth, 0.0)}
 
 
 # ------------------------------------------------------------------ storing

@@ -7,12 +7,14 @@ import argparse
 import json
 
 from tfdarshan.cli import path_arg
+from tfdarshan.errors import TfdarshanError
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("probe", help="measure a storage tier", description=__doc__)
     p.add_argument("path", type=path_arg, help="a directory on the tier (a few files are written there and removed)")
     p.add_argument("--size", default="64M", help="size of the bandwidth test file (default 64M)")
+    p.add_argument("--repeats", type=int, default=5, help="measure this many times; figures are medians (default 5)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--no-save", action="store_true", help="do not store the result")
     p.set_defaults(handler=run)
@@ -20,13 +22,20 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tfdarshan.advice import tiers
-    tier = tiers.probe(args.path, size=tiers.parse_size(args.size))
+    if not 1 <= args.repeats <= 100:
+        raise TfdarshanError(f"--repeats {args.repeats}: between 1 and 100")
+    tier = tiers.probe(args.path, size=tiers.parse_size(args.size), repeats=args.repeats)
     where = None if args.no_save else tiers.save_probe(tier)
     if args.json:
         print(json.dumps(tier.to_dict(), indent=1))
     else:
-        print(f"{tier.label}: open {tier.open_latency * 1e6:.1f} µs, stat {tier.stat_latency * 1e6:.1f} µs, "
-              f"read request {tier.read_latency * 1e6:.1f} µs + {tier.bandwidth / 2**20:.0f} MiB/s, "
+        def figure(field, scale, unit, digits):
+            lo_hi = tier.range_of(field)
+            value = f"{getattr(tier, field) * scale:.{digits}f} {unit}"
+            return value + (f" ({lo_hi[0] * scale:.{digits}f}–{lo_hi[1] * scale:.{digits}f})" if lo_hi else "")
+        print(f"{tier.label}, medians of {args.repeats} runs (lowest–highest): "
+              f"open {figure('open_latency', 1e6, 'µs', 1)}, stat {figure('stat_latency', 1e6, 'µs', 1)}, "
+              f"read request {figure('read_latency', 1e6, 'µs', 1)} + {figure('bandwidth', 2**-20, 'MiB/s', 0)}, "
               f"{(tier.capacity or 0) / 2**30:.1f} GiB free")
         if where:
             print(f"saved in {where}")
