@@ -300,7 +300,7 @@ def test_capacity_needs_a_unit_or_a_share(tmp_path):
         r = subprocess.run(base + [ok], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, (ok, r.stderr)
         # and it says which session it read
-        [session] = [d.name for d in (logs / "plugins" / "profile").iterdir() if d.is_dir()]
+        [session] = [d.name for d in (logs / "plugins" / "tfdarshan").iterdir() if d.is_dir()]
         assert f"read run ., session {session} (1 process)" in r.stderr
 
 

@@ -30,7 +30,7 @@ def test_import_puts_logs_into_a_logdir(small_log, tmp_path):
     logdir = tmp_path / "tb"
     r = tfdarshan_cli("import", str(small_log), "--logdir", str(logdir))
     assert r.returncode == 0, r.stderr
-    copies = list(logdir.glob("imported/plugins/profile/run1/*.darshan"))
+    copies = list(logdir.glob("imported/plugins/tfdarshan/run1/*.darshan"))
     assert len(copies) == 1
     assert copies[0].read_bytes() == small_log.read_bytes()
     assert len(read_darshan_log(copies[0]).posix) == 1

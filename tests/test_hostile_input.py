@@ -48,7 +48,7 @@ FILES_PARAMS = ["sort", "order", "offset", "limit", "q"]
 class World:
     root: pathlib.Path
     data: list               # the files the profiled steps read
-    logdir: pathlib.Path     # <logdir>/train/plugins/profile/<session>/<host>.*
+    logdir: pathlib.Path     # <logdir>/train/plugins/tfdarshan/<session>/<host>.*
     run: str
     session: str
     host: str
@@ -68,7 +68,7 @@ class World:
 
     def series(self, logdir: pathlib.Path, kind: str) -> pathlib.Path:
         """The session's steps or step_files parquet inside a logdir copy."""
-        return logdir / self.run / "plugins" / "profile" / self.session / f"{self.host}.{kind}.parquet"
+        return logdir / self.run / "plugins" / "tfdarshan" / self.session / f"{self.host}.{kind}.parquet"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -897,7 +897,7 @@ def test_the_generators_do_make_valid_command_lines_without_their_mistake(guarde
     assert json.loads((w.root / "cwd" / "report.json").read_text())["fast_tier"]["path"] == str(w.fast)
     target = w.root / "valid-import"
     r = cli(["import", str(w.log), "--logdir", str(target), "--run", "xyz"])
-    assert r.code == 0 and len(list(target.glob("xyz/plugins/profile/good/*.darshan"))) == 1, r.err
+    assert r.code == 0 and len(list(target.glob("xyz/plugins/tfdarshan/good/*.darshan"))) == 1, r.err
 
 
 # ------------------------------------------------------------ real processes

@@ -43,7 +43,7 @@ def make_data(root: pathlib.Path, nranks: int):
 
 
 def session_dir(logdir: pathlib.Path) -> pathlib.Path:
-    dirs = [d for d in (logdir / "plugins" / "profile").iterdir() if d.is_dir()]
+    dirs = [d for d in (logdir / "plugins" / "tfdarshan").iterdir() if d.is_dir()]
     assert len(dirs) == 1, f"the ranks must share one session directory, found {dirs}"
     return dirs[0]
 
@@ -207,7 +207,7 @@ def test_job_log_read_back_counts_partly_shared_files_once_per_rank(tmp_path):
         out = tmp_path / f"logs{r}"
         subprocess.run([sys.executable, "-m", "tfdarshan", "run", "--logdir", str(out), str(script)], check=True,
                        capture_output=True)
-        logs[r] = next(out.glob("plugins/profile/*/*.darshan"))
+        logs[r] = next(out.glob("plugins/tfdarshan/*/*.darshan"))
     job = write_job_log(tmp_path, logs, "test", nranks)
     nprocs, rows = posix_rows(job)
     assert nprocs == nranks and sorted(r for r, p in rows if p == str(part)) == [0, 2]

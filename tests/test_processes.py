@@ -204,5 +204,5 @@ def test_coverage_names_what_the_shim_could_not_see(tmp_path):
     assert abs(res["share"] - expected) < 0.03, (res["share"], expected)
     assert any("dlsym" in b for b in res["blind"]) and any("mmap" in b for b in res["blind"])
     # written beside the log, where the tab and the reports read it
-    (cov_file,) = (tmp_path / "data" / "logs").glob("plugins/profile/*/*.coverage.json")
+    (cov_file,) = (tmp_path / "data" / "logs").glob("plugins/tfdarshan/*/*.coverage.json")
     assert abs(json.loads(cov_file.read_text())["share"] - expected) < 0.03

@@ -1,6 +1,7 @@
 """Every tf.profiler session and Keras profile window records step-aligned
 I/O, shown in XProf's trace viewer."""
 import glob
+import gzip
 import json
 import math
 import os
@@ -55,7 +56,8 @@ def model(tf):
 
 
 def session_dir(logdir) -> pathlib.Path:
-    dirs = glob.glob(os.path.join(logdir, "**", "plugins", "profile", "*"), recursive=True)
+    dirs = [d for root in ("profile", "tfdarshan")
+            for d in glob.glob(os.path.join(logdir, "**", "plugins", root, "*"), recursive=True)]
     assert len(dirs) == 1, dirs
     return pathlib.Path(dirs[0])
 
@@ -270,6 +272,36 @@ def test_cards_and_table_agree_with_stdio_files(tmp_path):
     posix = [r_ for r_ in rows if r_["path"] == str(posix_file)]
     # without --trace the log has no DXT, the only place a Darshan log can show 0-byte reads
     assert posix[0]["interface"] == "POSIX" and posix[0]["bytes_read"] == 300_000 and posix[0]["zero_reads"] is None
+
+
+def test_xprof_lists_only_sessions_with_its_profile(tf, tmp_path):
+    """XProf offers every directory under plugins/profile; sessions of ours
+    with no XProf profile (`run`, `import`) live under plugins/tfdarshan, so
+    XProf's list holds only its own session while the I/O tab shows all."""
+    from tb_helpers import fetch, tensorboard
+    logdir = tmp_path / "logs"
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(1 << 20))
+    tf.profiler.experimental.start(str(logdir))
+    tf.io.read_file(str(data)).numpy()
+    tf.profiler.experimental.stop()
+    script = tmp_path / "plain.py"
+    script.write_text(f"open({str(data)!r}, 'rb').read()\n")
+    assert run_cli("--logdir", str(logdir), str(script)).returncode == 0
+    run_log = next(logdir.glob("plugins/tfdarshan/*/*.darshan"))
+    r = subprocess.run([sys.executable, "-m", "tfdarshan", "import", str(run_log), "--logdir", str(logdir)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    xprof_sessions = sorted(p.parent.name for p in logdir.glob("plugins/profile/*/*.xplane.pb"))
+    assert len(xprof_sessions) == 1
+    with tensorboard(logdir) as url:
+        status, headers, body = fetch(url, "/data/plugin/profile/runs")
+        if headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        assert status == 200 and json.loads(body) == xprof_sessions, body
+        status, _, body = fetch(url, "/data/plugin/tfdarshan/runs")
+        ours = [s["session"] for run in json.loads(body)["runs"] for s in run["sessions"]]
+        assert status == 200 and len(ours) == 3, body
 
 
 def test_tfdarshan_run_writes_logs_on_exception(tf, tmp_path):

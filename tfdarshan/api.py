@@ -9,6 +9,7 @@ from typing import Iterator, Optional, Sequence
 from tfdarshan.capture import _native
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.snapshot import Snapshot
+from tfdarshan.logs.logdir import session_root
 from tfdarshan.tf import hooks, session as tf_session, steps
 
 
@@ -73,7 +74,7 @@ def profile(include=None, exclude=None, *, trace: Optional[bool] = None,
     Attaches if needed (and detaches afterwards if it did). Steps marked in
     the block (tfdarshan.step, Trace(step_num=...), Keras batches) give the
     step series. With `logdir`, the window's Darshan log and series are
-    written to logdir/plugins/profile/<time>/."""
+    written to logdir/plugins/tfdarshan/<time>/."""
     attached_here = attach(include, exclude) if not is_attached() else False
     session = tf_session.open_session(logdir, label="profile", trace=trace)
     p = Profile(session)
@@ -84,8 +85,8 @@ def profile(include=None, exclude=None, *, trace: Optional[bool] = None,
             p.snapshot = session.stop()
             p.steps, p.step_files = session.steps, session.step_files
             if logdir:
-                p.files = session.write(pathlib.Path(logdir, "plugins", "profile",
-                                                     tf_session.run_directory_name(session.started_wall)))
+                p.files = session.write(session_root(logdir, beside_xprof=False)
+                                        / tf_session.run_directory_name(session.started_wall))
         finally:
             if attached_here:
                 detach()

@@ -2,7 +2,7 @@
 a site-wide Darshan's) into a TensorBoard log directory, where the I/O tab
 and the staging advisor find them.
 
-Each log becomes a profiling session: DIR/RUN/plugins/profile/SESSION/HOST.darshan.
+Each log becomes a profiling session: DIR/RUN/plugins/tfdarshan/SESSION/HOST.darshan.
 Every log is checked before any is copied; sources are never modified."""
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from tfdarshan.cli import path_arg
 from tfdarshan.errors import TfdarshanError
+from tfdarshan.logs.logdir import session_root
 
 
 def add_parser(sub) -> None:
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if logdir.exists() and not logdir.is_dir():
         raise TfdarshanError(f"{logdir}: exists and is not a directory")
     run_name = safe_name(args.run, "imported")
-    profile = logdir / run_name / "plugins" / "profile"
+    profile = session_root(logdir / run_name, beside_xprof=False)
     plan, taken, seen = [], set(), set()
     for log in tqdm(args.logs, desc="checking logs", unit="log", disable=len(args.logs) < 20 or None):
         if pathlib.Path(log).resolve() in seen:

@@ -2,7 +2,7 @@
 profile a whole training script without changing it, and without LD_PRELOAD.
 
 Attaches before the script starts and writes the run's Darshan log and step
-series into LOGDIR/plugins/profile/<time>/ when it ends: normally, on an
+series into LOGDIR/plugins/tfdarshan/<time>/ when it ends: normally, on an
 uncaught exception, on SIGTERM, or through os._exit. With --steps A:B only
 training steps A to B are recorded (Keras batches, Trace(step_num=...) or
 tfdarshan.step markers). With --children, Python processes it starts

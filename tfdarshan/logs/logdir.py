@@ -1,6 +1,11 @@
 """Profiling sessions in a TensorBoard log directory, as the I/O tab and the
-advisor see them: <logdir>/<run>/plugins/profile/<session>/<host>.darshan
-(plus step series), merged over the processes that wrote into a session."""
+advisor see them: <logdir>/<run>/plugins/<root>/<session>/<host>.darshan
+(plus step series), merged over the processes that wrote into a session.
+
+<root> is `profile` for a session beside XProf's own profile (tf.profiler,
+Keras' profile_batch: the trace viewer shows our I/O there) and `tfdarshan`
+for the rest (`run`, `import`, `profile(logdir=...)`): XProf lists every
+directory under plugins/profile, and would offer those as empty profiles."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +21,13 @@ from tfdarshan.logs.series import FILE_COLUMNS, STEP_COLUMNS, read_series
 from tfdarshan.logs.darshan_log import read_darshan_log
 from tfdarshan.capture.snapshot import Snapshot, combine
 
-PROFILE = os.path.join("plugins", "profile")
+XPROF_ROOT = ("plugins", "profile")
+OWN_ROOT = ("plugins", "tfdarshan")
+
+
+def session_root(logdir, *, beside_xprof: bool) -> pathlib.Path:
+    """Where a session of ours goes under a TensorBoard run directory."""
+    return pathlib.Path(logdir, *(XPROF_ROOT if beside_xprof else OWN_ROOT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +42,8 @@ class Session:
 def find_sessions(logdir) -> List[Session]:
     root = pathlib.Path(logdir)
     out = []
-    for log in sorted(root.glob(os.path.join("**", PROFILE, "*", "*.darshan"))):
+    logs = [log for parts in (XPROF_ROOT, OWN_ROOT) for log in root.glob(os.path.join("**", *parts, "*", "*.darshan"))]
+    for log in sorted(logs):
         d = log.parent
         run_dir = d.parent.parent.parent
         run = os.path.relpath(run_dir, root)

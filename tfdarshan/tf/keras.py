@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 
 import keras
 
+from tfdarshan.logs.logdir import session_root
 from tfdarshan.tf import session, steps
 
 
@@ -59,5 +60,5 @@ class IOProfileCallback(keras.callbacks.Callback):
 
     def _close(self):
         closing, self._session = self._session, None
-        session.close_session(closing, pathlib.Path(self.log_dir, "train", "plugins", "profile",
-                                                    session.run_directory_name(closing.started_wall)))
+        session.close_session(closing, session_root(pathlib.Path(self.log_dir, "train"), beside_xprof=False)
+                              / session.run_directory_name(closing.started_wall))

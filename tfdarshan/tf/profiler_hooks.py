@@ -9,6 +9,7 @@ import pathlib
 import socket
 import sys
 
+from tfdarshan.logs.logdir import session_root
 from tfdarshan.tf import patching, session, steps
 
 PROFILER = "tensorflow.python.profiler.profiler_v2"
@@ -120,7 +121,8 @@ def find_run_directory(logdir: pathlib.Path, since: float) -> pathlib.Path:
                 continue
             if m >= since - 2 and m > best_mtime:
                 best, best_mtime = d, m
-    return best or base / session.run_directory_name(since)
+    # XProf wrote nothing: ours goes where XProf does not list it
+    return best or session_root(logdir, beside_xprof=False) / session.run_directory_name(since)
 
 
 def unpatch_api_modules() -> None:

@@ -17,6 +17,7 @@ from tfdarshan.capture import _native, ranks
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.logs import jobdir, joblog
 from tfdarshan.logs.darshan_log import write_darshan_log
+from tfdarshan.logs.logdir import session_root
 from tfdarshan.tf import session as session_mod, steps as S
 
 log = logging.getLogger("tfdarshan")
@@ -33,7 +34,7 @@ class WholeRun:
         self.children = children
         # the ranks of a launched job share one session directory
         self.rank = None if os.environ.get("TFDARSHAN_CHILD") else ranks.detect()
-        profile_root = self.logdir / "plugins" / "profile"
+        profile_root = session_root(self.logdir, beside_xprof=False)
         if run_dir:
             self.run_dir = pathlib.Path(run_dir)
         elif self.rank:

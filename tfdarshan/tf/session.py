@@ -1,10 +1,11 @@
 """A profiling session: one window of I/O, its step series, and the files it
-leaves in a TensorBoard run directory:
+leaves in a session directory (plugins/profile/<run>/ beside XProf's
+profile, else plugins/tfdarshan/<run>/: see logs/logdir.py):
 
-    <logdir>/plugins/profile/<run>/<host>.darshan        the window's Darshan log
-    <logdir>/plugins/profile/<run>/<host>.steps.parquet  per-step totals
-    <logdir>/plugins/profile/<run>/<host>.step_files.parquet  per step and file
-    <logdir>/plugins/profile/<run>/<host>.xplane.pb      I/O lines merged in (when XProf wrote one)
+    <host>.darshan              the window's Darshan log
+    <host>.steps.parquet        per-step totals
+    <host>.step_files.parquet   per step and file
+    <host>.xplane.pb            I/O lines merged in (when XProf wrote one)
 
 With several processes in one run directory (workers, children) each uses
 <host>_<pid>."""
@@ -31,7 +32,6 @@ from tfdarshan.tf import xplane
 from tfdarshan.tf.steps import StepSeries
 
 log = logging.getLogger("tfdarshan")
-PROFILE_DIR = ("plugins", "profile")
 
 
 def run_directory_name(when: Optional[float] = None) -> str:
