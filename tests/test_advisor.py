@@ -416,3 +416,30 @@ def test_probe_repeats_and_reports_its_spread(tmp_path, monkeypatch):
     with pytest.raises(TfdarshanError) as e:
         T.load_toml(bad)
     assert "spread" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_one_slow_open_does_not_make_a_file_worth_staging(tmp_path):
+    """The demo once promised "50 % less" from one file with one 4.9 ms
+    open; a re-run measured nothing of it. A file's expected cost comes from
+    its peers, with the outlier cut back, and the advice says how sure it is."""
+    rows = []
+    for i in range(20):
+        f = tmp_path / f"img_{i:05d}.jpg"
+        f.write_bytes(b"x" * 10_000)
+        rows.append({"path": str(f), "POSIX_OPENS": 1, "POSIX_READS": 2, "POSIX_BYTES_READ": 10_000,
+                     "POSIX_F_READ_TIME": 40e-6 + i * 1e-6, "POSIX_F_META_TIME": 20e-6 + i * 0.5e-6})
+    rows[7]["POSIX_F_META_TIME"] = 4.9e-3
+    snap = snapshot_of(rows)
+    costs = advisor.file_costs(snap, FAST)
+    others = costs.drop(index=7)
+    # its peers' metadata time per open (20-29.5 µs) plus its own reads: well under a tenth of the 4.9 ms
+    assert costs["expected_time"].iat[7] < costs["current_time"].iat[7] / 10
+    assert costs["saving"].iat[7] <= 2 * others["saving"].median()
+    assert (costs["peers"] == 20).all()
+    # the group's mean is its ordinary figures' mean once the outlier is clipped to the far fence
+    assert costs["saving_low"].sum() <= costs["saving"].sum() <= costs["saving_high"].sum()
+    a = advisor.recommend(snap, FAST, capacity=1 << 20)
+    assert a.confidence(a.chosen) == "high" and "confidence high" in a.summary()
+    # a lone file is its own only evidence
+    lone = advisor.recommend(snapshot_of(rows[:1]), FAST, capacity=1 << 20)
+    assert lone.confidence(lone.chosen) == "low" and lone.saving_range(lone.chosen)[0] == 0.0

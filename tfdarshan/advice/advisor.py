@@ -1,7 +1,8 @@
 """Which input data to put on the fast tier, and what it will save.
 
-Cost model, per file: its I/O time now is what the counters measured
-(read + metadata time); on a candidate tier it is
+Cost model (cost_model.py), per file: its expected I/O time now, from the
+median costs of a metadata call and a read request among files like it on
+its storage (not from its own worst call); on a candidate tier
     opens * open_latency + stats * stat_latency + reads * read_latency + bytes / bandwidth
 with that tier's probed or declared figures. The saving of staging a file
 is the difference, for every run that reads it as this one did.
@@ -25,52 +26,13 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.advice import tiers as T
+from tfdarshan.advice.cost_model import file_costs  # noqa: F401  (re-exported)
 from tfdarshan.advice.file_table import human_time
 from tfdarshan.capture.snapshot import Snapshot
 
 SMALL_FILE = 2 * 1024 * 1024          # the paper's threshold
 DP_CELLS = 20_000_000                 # items x capacity units solved exactly
 BLOCK = 4096                          # capacity unit for the exact solution
-
-
-# --------------------------------------------------------------- cost model
-def file_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier] = ()) -> pd.DataFrame:
-    """One row per file read in the snapshot: size, work done, time now, time
-    predicted on `fast`, and the saving."""
-    p = snap.posix
-    if p.empty:
-        return pd.DataFrame(columns=["path", "size", "tier", "opens", "stats", "reads", "bytes_read",
-                                     "read_time", "meta_time", "current_time", "predicted_time", "saving",
-                                     "rereads", "on_fast_tier"])
-    p = p[p["POSIX_READS"] > 0]
-    # a file read until a read returned 0 bytes was read to its end: its
-    # size is the last byte read + 1; others are asked (or, if gone, sized
-    # by what was read of them)
-    zero = (snap.extra.drop_duplicates("record_id").set_index("record_id")["ZERO_READS"]
-            .reindex(p["record_id"].to_numpy()).fillna(0).to_numpy() if len(snap.extra) else np.zeros(len(p)))
-    sizes = p["POSIX_MAX_BYTE_READ"].to_numpy(dtype=np.int64) + 1
-    for i in np.nonzero(zero == 0)[0]:
-        try:
-            sizes[i] = os.stat(p["path"].iat[i]).st_size
-        except OSError:
-            pass
-    current = p["POSIX_F_READ_TIME"].to_numpy() + p["POSIX_F_META_TIME"].to_numpy()
-    predicted = fast.time(p["POSIX_OPENS"].to_numpy(), p["POSIX_STATS"].to_numpy(), p["POSIX_READS"].to_numpy(),
-                          p["POSIX_BYTES_READ"].to_numpy())
-    prefix = fast.path.rstrip("/") or "/"
-    paths = p["path"].astype(object)
-    on_fast = (paths.str.startswith(prefix + "/") | (paths == prefix)).to_numpy() if prefix != "/" \
-        else np.ones(len(p), dtype=bool)
-    labels = [(T.tier_for(x, tiers).label if T.tier_for(x, tiers) else "") for x in p["path"]] if tiers else ""
-    saving = np.where(on_fast, 0.0, np.maximum(current - predicted, 0.0))
-    return pd.DataFrame({
-        "path": p["path"].astype(object).to_numpy(), "size": sizes, "tier": labels,
-        "opens": p["POSIX_OPENS"].to_numpy(), "stats": p["POSIX_STATS"].to_numpy(),
-        "reads": p["POSIX_READS"].to_numpy(), "bytes_read": p["POSIX_BYTES_READ"].to_numpy(),
-        "read_time": p["POSIX_F_READ_TIME"].to_numpy(), "meta_time": p["POSIX_F_META_TIME"].to_numpy(),
-        "current_time": current, "predicted_time": np.where(on_fast, current, predicted), "saving": saving,
-        "rereads": p["POSIX_BYTES_READ"].to_numpy() / np.maximum(sizes, 1), "on_fast_tier": on_fast,
-    }).reset_index(drop=True)
 
 
 # ----------------------------------------------------------------- datasets
@@ -309,6 +271,23 @@ class Advice:
     def saving(self, idx) -> float:
         return float(self.costs["saving"].to_numpy()[idx].sum()) if len(idx) else 0.0
 
+    def saving_range(self, idx):
+        """(low, high): the 95 % range of the saving, from the spread of the
+        chosen files' peers."""
+        if not len(idx):
+            return 0.0, 0.0
+        return (float(self.costs["saving_low"].to_numpy()[idx].sum()),
+                float(self.costs["saving_high"].to_numpy()[idx].sum()))
+
+    def confidence(self, idx) -> str:
+        """How much evidence stands behind the saving: the share of it that
+        comes from files with at least 8 peers measured alike."""
+        saving = self.costs["saving"].to_numpy()[idx]
+        if not len(idx) or saving.sum() <= 0:
+            return "none"
+        backed = saving[self.costs["peers"].to_numpy()[idx] >= 8].sum() / saving.sum()
+        return "high" if backed >= 0.9 else "medium" if backed >= 0.5 else "low"
+
     def bytes(self, idx) -> int:
         return int(self.costs["size"].to_numpy()[idx].sum()) if len(idx) else 0
 
@@ -331,10 +310,12 @@ class Advice:
     def summary(self) -> str:
         s, cur = self.saving(self.chosen), self.current_time
         b2 = self.saving(self.baselines["under_2mb"])
+        lo, hi = self.saving_range(self.chosen)
         return (f"Stage {len(self.chosen)} files ({self.bytes(self.chosen) / 2**20:.1f} MiB of a "
                 f"{self.capacity / 2**20:.1f} MiB budget) on {self.fast_tier.label}: predicted input I/O time "
-                f"{human_time(cur)} -> {human_time(cur - s)} ({100 * s / cur if cur else 0:.0f} % less); the "
-                f"files-under-2-MB rule would save {human_time(b2)}.")
+                f"{human_time(cur)} -> {human_time(max(cur - s, 0.0))} ({100 * s / cur if cur else 0:.0f} % less; "
+                f"saving {human_time(s)}, 95 % range {human_time(lo)}-{human_time(hi)}, confidence "
+                f"{self.confidence(self.chosen)}); the files-under-2-MB rule would save {human_time(b2)}.")
 
     def to_dict(self) -> Dict:
         sel = self.selection()
@@ -343,6 +324,8 @@ class Advice:
             "fast_tier": self.fast_tier.to_dict(), "capacity": self.capacity,
             "current_time": self.current_time, "summary": self.summary(),
             "predicted_saving": self.saving(self.chosen), "bytes": self.bytes(self.chosen),
+            "predicted_saving_range": list(self.saving_range(self.chosen)),
+            "confidence": self.confidence(self.chosen),
             "selection": [{"name": r.name, "files": int(r.files), "of_files": int(r.of_files),
                            "bytes": int(r.bytes), "saving": float(r.saving)} for r in sel.itertuples()],
             "files": [{"path": self.costs["path"].iat[i], "size": int(self.costs["size"].iat[i]),

