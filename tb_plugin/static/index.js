@@ -186,13 +186,17 @@ function tierColours(names) {
   return new Map(sorted.map((n, i) => [n, TIER_COLOURS[i] || `hsl(${(i * 137.5) % 360}, 65%, 40%)`]));
 }
 
+// what is measured (not where) in slate and purple, apart from every tier colour
+const READ = '#37474F', WRITTEN = '#90A4AE', RATE = '#8E24AA';
+
 const MIB = 2 ** 20;
 const hasData = (ys) => ys.some((v) => v != null && v !== 0);
 const axis = (text, extra = {}) => ({title: {text}, automargin: true, ...extra});
-// amounts and rates: an axis never shows less than zero
-const amount = (text, extra = {}) => axis(text, {rangemode: 'nonnegative', ...extra});
-const layout = (extra) => ({margin: {l: 60, r: 60, t: 10, b: 40}, showlegend: true,
-  legend: {orientation: 'h', x: 0, y: 1.02, yanchor: 'bottom'}, ...extra});
+// amounts and rates: an axis from zero
+const amount = (text, extra = {}) => axis(text, {rangemode: 'tozero', ...extra});
+// the legend at the foot of the figure, under the axis title (the mode bar has the top)
+const layout = (extra) => ({margin: {l: 60, r: 60, t: 30, b: 40}, showlegend: true,
+  legend: {orientation: 'h', x: 0, xref: 'container', y: 0, yref: 'container', yanchor: 'bottom'}, ...extra});
 
 // The charts for a session, each {id, title, data, layout}; a chart or
 // series with nothing to show is left out (an empty axis runs from -1 to 1).
@@ -202,32 +206,29 @@ function figures(steps, hist, mounts, timeline) {
   if (steps.steps.length) {
     // long series as lines (SVG: one path per series; WebGL may be software-rendered); a few steps as bars
     const many = steps.steps.length > 500;
-    const series = (name, y, extra = {}) => many
-      ? {type: 'scatter', mode: 'lines', name, x: steps.steps, y, line: {width: 1}, ...extra}
-      : {type: 'bar', name, x: steps.steps, y, ...extra};
+    const series = (name, y, color, extra = {}) => many
+      ? {type: 'scatter', mode: 'lines', name, x: steps.steps, y, line: {width: 1, color}, ...extra}
+      : {type: 'bar', name, x: steps.steps, y, marker: {color}};
     const x = axis('step', {type: many ? 'linear' : 'category'});
-    const moved = [series('bytes read', steps.bytes_read), series('bytes written', steps.bytes_written)]
+    const moved = [series('bytes read', steps.bytes_read, READ), series('bytes written', steps.bytes_written, WRITTEN)]
         .filter((t) => hasData(t.y));
     if (moved.length) {
       const bw = steps.bandwidth.map((b) => b == null ? null : b / MIB);
       const rate = hasData(bw) ? [{type: 'scatter', mode: many ? 'lines' : 'lines+markers', name: 'bandwidth',
-        x: steps.steps, y: bw, yaxis: 'y2'}] : [];
+        x: steps.steps, y: bw, yaxis: 'y2', line: {color: RATE}, marker: {color: RATE}}] : [];
       out.push({id: 'tfd-step-chart', title: 'Per step: bytes and bandwidth', data: [...moved, ...rate],
         layout: layout({barmode: 'stack', xaxis: x, yaxis: amount('bytes'),
           ...(rate.length ? {yaxis2: amount('MiB/s', {overlaying: 'y', side: 'right'})} : {})})});
     }
-    const perTier = [...tiers.keys()].filter((t) => steps.mounts[t] && hasData(steps.mounts[t])).map((t) => {
-      const colour = tiers.get(t);
-      return series(plain(t), steps.mounts[t], many
-        ? {stackgroup: 'tiers', line: {width: 1, color: colour}, fillcolor: colour} : {marker: {color: colour}});
-    });
+    const perTier = [...tiers.keys()].filter((t) => steps.mounts[t] && hasData(steps.mounts[t]))
+        .map((t) => series(plain(t), steps.mounts[t], tiers.get(t), {stackgroup: 'tiers', fillcolor: tiers.get(t)}));
     if (perTier.length) {
       out.push({id: 'tfd-step-mounts', title: 'Per step and storage tier: bytes read', data: perTier,
         layout: layout({barmode: 'stack', xaxis: x, yaxis: amount('bytes read')})});
     }
   }
-  const sizes = [{type: 'bar', name: 'reads', x: hist.bins, y: hist.read},
-    {type: 'bar', name: 'writes', x: hist.bins, y: hist.write}].filter((t) => hasData(t.y));
+  const sizes = [{type: 'bar', name: 'reads', x: hist.bins, y: hist.read, marker: {color: READ}},
+    {type: 'bar', name: 'writes', x: hist.bins, y: hist.write, marker: {color: WRITTEN}}].filter((t) => hasData(t.y));
   if (sizes.length) {
     out.push({id: 'tfd-hist', title: 'Access sizes (POSIX)', data: sizes,
       layout: layout({barmode: 'group', xaxis: axis('request size (bytes)'), yaxis: amount('operations')})});
@@ -263,7 +264,7 @@ function figures(steps, hist, mounts, timeline) {
     }));
     out.push({id: 'tfd-timeline', title: 'Busiest files: operations over time', data,
       layout: layout({showlegend: false, xaxis: amount('seconds from the session start'), yaxis: axis('file'),
-        margin: {l: 160, r: 20, t: 10, b: 40}})});
+        margin: {l: 160, r: 20, t: 30, b: 40}})});
   }
   return out;
 }
