@@ -21,6 +21,8 @@ FILE_COLUMNS = report.COLUMNS
 SIZE_BINS = ["0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M",
              "100M_1G", "1G_PLUS"]
 TIMELINE_FILES = 8
+# the tier of paths on no mount point: streams, files folded past the record cap
+UNKNOWN_TIER = "unknown tier"
 TIMELINE_SEGMENTS = 20000
 
 
@@ -58,10 +60,16 @@ def _file_table(snap: Snapshot, mounts: List[M.Mount]) -> pd.DataFrame:
     t = report.file_table(snap, mount_table=mounts)
     if t.empty:
         return t
+    t["tier"] = _tier_names(t["tier"])
     odd = t["path"].map(lambda p: not p.isascii())
     if odd.any():
         t.loc[odd, "path"] = t.loc[odd, "path"].map(display_path)
     return t
+
+
+def _tier_names(labels) -> list:
+    """Tier labels as every chart and the file table name them."""
+    return [UNKNOWN_TIER if label == "?" else label for label in labels]
 
 
 def _clean(v):
@@ -143,10 +151,13 @@ def steps(d: SessionData) -> Dict:
            "meta_time": st["meta_time"].tolist(), "bandwidth": [_clean(v) for v in bw], "mounts": {}}
     sf = d.step_files
     if not sf.empty and "mount" in sf:
-        g = sf.groupby(["mount", "step"], as_index=False)["bytes_read"].sum()
-        for mount, part in g.groupby("mount"):
+        # the series store mount points: name them as the file table and the tier views do
+        points = sf["mount"].unique()
+        name = dict(zip(points, _tier_names(M.label(m, d.mounts) if m else "?" for m in points)))
+        g = sf.assign(tier=sf["mount"].map(name)).groupby(["tier", "step"], as_index=False)["bytes_read"].sum()
+        for tier, part in g.groupby("tier"):
             series = part.set_index("step")["bytes_read"].reindex(st["step"]).fillna(0)
-            out["mounts"][mount or "?"] = [int(x) for x in series]
+            out["mounts"][tier] = [int(x) for x in series]
     return out
 
 
@@ -164,8 +175,13 @@ def mounts(d: SessionData) -> Dict:
     g = t.groupby("tier", as_index=False).agg(files=("path", "size"), bytes_read=("bytes_read", "sum"),
                                               bytes_written=("bytes_written", "sum"),
                                               read_time=("read_time", "sum"), meta_time=("meta_time", "sum"))
-    g["bandwidth"] = np.where(g["read_time"] > 0, g["bytes_read"] / g["read_time"].where(g["read_time"] > 0, 1),
-                              np.nan)
+    # the file table has no write time: the same tiers, from the log's records
+    p = d.snapshot.posix
+    tiers = _tier_names(report.tiers_of(p["path"], d.mounts))
+    g["write_time"] = g["tier"].map(p["POSIX_F_WRITE_TIME"].groupby(tiers).sum()).fillna(0.0)
+    for op, moved in (("read", "bytes_read"), ("write", "bytes_written")):
+        spent = g[f"{op}_time"]
+        g[f"{op}_bandwidth"] = np.where(spent > 0, g[moved] / spent.where(spent > 0, 1), np.nan)
     return {"mounts": [{k: _clean(v) for k, v in r.items()} for r in g.to_dict("records")]}
 
 

@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import pathlib
 import sys
@@ -7,6 +8,29 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _tab_from_this_checkout():
+    """tb_plugin/ is installed as tfdarshan_tb, and an editable install maps
+    that name to the checkout it was made from: a second worktree sharing the
+    virtualenv would test the other checkout's tab, even with itself on
+    PYTHONPATH. A link named tfdarshan_tb, first on the path of this process
+    and of the TensorBoard servers the tests start, makes it this checkout's."""
+    mine = pathlib.Path(__file__).resolve().parent.parent / "tb_plugin"
+    spec = importlib.util.find_spec("tfdarshan_tb")
+    if spec and spec.origin and pathlib.Path(spec.origin).resolve().parent == mine:
+        return
+    where = mine.parent / "build" / "test-path"
+    where.mkdir(parents=True, exist_ok=True)
+    try:
+        (where / "tfdarshan_tb").symlink_to(mine, target_is_directory=True)
+    except FileExistsError:
+        pass
+    sys.path.insert(0, str(where))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(where), os.environ.get("PYTHONPATH")]))
+
+
+_tab_from_this_checkout()
 
 
 @pytest.fixture(scope="session")

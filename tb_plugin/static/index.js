@@ -67,6 +67,7 @@ h2 { font-size: 15px; font-weight: 500; margin: 20px 0 8px; }
 .card .v { font-size: 18px; font-weight: 500; }
 .card .k { font-size: 11px; color: #666; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(460px, 1fr)); gap: 12px; }
+.grid > div { min-width: 0; }
 .chart { height: 300px; border: 1px solid #eee; }
 table { border-collapse: collapse; width: 100%; font-size: 12px; }
 th, td { border-bottom: 1px solid #eee; padding: 4px 6px; text-align: right; white-space: nowrap; }
@@ -132,74 +133,140 @@ export async function render() {
   fillSessions();
 }
 
+// Plotly sizes a plot from its box when it draws it, and `responsive` follows
+// only the window: a grid that reflows (a scrollbar appears, TensorBoard's
+// sidebar opens) would leave plots wider than their cells. Follow each box.
+let sizes = null;
+function followSizes(Plotly, divs) {
+  if (sizes) sizes.disconnect();
+  sizes = new ResizeObserver((entries) => {
+    for (const {target} of entries) {
+      const drawnWidth = target._fullLayout && target._fullLayout.width;
+      if (target.isConnected && drawnWidth && Math.abs(drawnWidth - target.clientWidth) >= 1) {
+        Plotly.Plots.resize(target).catch(() => {});   // (rejects for a plot removed meanwhile)
+      }
+    }
+  });
+  for (const d of divs) sizes.observe(d);
+}
+
+let drawing = 0;      // a newer draw (another session chosen) makes an older one stop
 async function draw(body) {
+  const mine = ++drawing;
   body.replaceChildren(el('p', {class: 'muted'}, 'Loading…'));
   const [Plotly, summary, steps, hist, mounts, timeline, advice] = await Promise.all([
     loadPlotly(), get('summary'), get('steps'), get('histograms'), get('mounts'), get('timeline'), get('advice')]);
+  if (mine !== drawing) return;
   window.__tfdTimings.data = performance.now();
   body.replaceChildren();
   body.append(cards(summary));
   body.append(adviceSection(advice));
-  const grid = el('div', {class: 'grid'});
-  body.append(grid);
-  const chart = (id, title) => {
-    const box = el('div', {}, el('h2', {}, title), el('div', {id, class: 'chart'}));
-    grid.append(box);
-    return box.lastChild;
-  };
-  const layout = (extra) => ({margin: {l: 60, r: 60, t: 10, b: 40}, showlegend: true,
-    legend: {orientation: 'h', y: -0.2}, ...extra});
-  const cfg = {displaylogo: false, responsive: true};
+  if (!steps.steps.length) body.append(el('p', {class: 'muted'}, 'No step series for this session (an imported log).'));
+  const figs = figures(steps, hist, mounts, timeline);
+  // every cell first, then the plots: a plot drawn into a grid still filling up
+  // takes the width of a row that later holds two or three
+  const boxes = figs.map((f) => el('div', {id: f.id, class: 'chart'}));
+  body.append(el('div', {class: 'grid'}, ...figs.map((f, i) => el('div', {}, el('h2', {}, f.title), boxes[i]))));
+  await Promise.all(figs.map((f, i) => Plotly.newPlot(boxes[i], f.data, f.layout, {displaylogo: false})));
+  if (mine !== drawing) return;
+  followSizes(Plotly, boxes);
+  window.__tfdTimings.charts = performance.now();
+  const files = await fileTable();
+  if (mine !== drawing) return;
+  body.append(el('h2', {}, 'Files'), files);
+  window.__tfdTimings.rendered = performance.now();
+}
 
+// ------------------------------------------------------------------ charts
+// One colour per storage tier, the same in every chart: Okabe and Ito's
+// colour-blind-safe set, then hues a golden angle apart.
+const TIER_COLOURS = ['#0072B2', '#E69F00', '#009E73', '#CC79A7', '#D55E00', '#56B4E9', '#000000', '#F0E442'];
+function tierColours(names) {
+  const sorted = [...new Set(names)].sort();
+  return new Map(sorted.map((n, i) => [n, TIER_COLOURS[i] || `hsl(${(i * 137.5) % 360}, 65%, 40%)`]));
+}
+
+// what is measured (not where) in slate and purple, apart from every tier colour
+const READ = '#37474F', WRITTEN = '#90A4AE', RATE = '#8E24AA';
+
+const MIB = 2 ** 20;
+const hasData = (ys) => ys.some((v) => v != null && v !== 0);
+const axis = (text, extra = {}) => ({title: {text}, automargin: true, ...extra});
+// amounts and rates: an axis from zero
+const amount = (text, extra = {}) => axis(text, {rangemode: 'tozero', ...extra});
+// the legend at the foot of the figure, under the axis title (the mode bar has the top)
+const layout = (extra) => ({margin: {l: 60, r: 60, t: 30, b: 40}, showlegend: true,
+  legend: {orientation: 'h', x: 0, xref: 'container', y: 0, yref: 'container', yanchor: 'bottom'}, ...extra});
+
+// The charts for a session, each {id, title, data, layout}; a chart or
+// series with nothing to show is left out (an empty axis runs from -1 to 1).
+function figures(steps, hist, mounts, timeline) {
+  const tiers = tierColours([...Object.keys(steps.mounts), ...mounts.mounts.map((m) => m.tier)]);
+  const out = [];
   if (steps.steps.length) {
-    // long series as WebGL lines; a few steps as bars
+    // long series as lines (SVG: one path per series; WebGL may be software-rendered); a few steps as bars
     const many = steps.steps.length > 500;
-    // (SVG lines: one path per series; WebGL may be software-rendered)
-    const series = (name, y, extra = {}) => many
-      ? {type: 'scatter', mode: 'lines', name, x: steps.steps, y, line: {width: 1}, ...extra}
-      : {type: 'bar', name, x: steps.steps, y, ...extra};
-    const axis = {title: 'step', type: many ? 'linear' : 'category'};
-    Plotly.newPlot(chart('tfd-step-chart', 'Per step: bytes and bandwidth'), [
-      series('bytes read', steps.bytes_read),
-      series('bytes written', steps.bytes_written),
-      {type: 'scatter', mode: many ? 'lines' : 'lines+markers', name: 'bandwidth (B/s)',
-        x: steps.steps, y: steps.bandwidth, yaxis: 'y2'},
-    ], layout({barmode: 'stack', xaxis: axis, yaxis: {title: 'bytes'},
-      yaxis2: {title: 'B/s', overlaying: 'y', side: 'right', tickformat: '.3s'}}), cfg);
-    const tiers = Object.keys(steps.mounts);
-    if (tiers.length) {
-      Plotly.newPlot(chart('tfd-step-mounts', 'Per step and storage tier: bytes read'),
-          tiers.map((m) => series(plain(m), steps.mounts[m], many ? {stackgroup: 'tiers'} : {})),
-          layout({barmode: 'stack', xaxis: axis}), cfg);
+    const series = (name, y, color, extra = {}) => many
+      ? {type: 'scatter', mode: 'lines', name, x: steps.steps, y, line: {width: 1, color}, ...extra}
+      : {type: 'bar', name, x: steps.steps, y, marker: {color}};
+    const x = axis('step', {type: many ? 'linear' : 'category'});
+    const moved = [series('bytes read', steps.bytes_read, READ), series('bytes written', steps.bytes_written, WRITTEN)]
+        .filter((t) => hasData(t.y));
+    if (moved.length) {
+      const bw = steps.bandwidth.map((b) => b == null ? null : b / MIB);
+      const rate = hasData(bw) ? [{type: 'scatter', mode: many ? 'lines' : 'lines+markers', name: 'bandwidth',
+        x: steps.steps, y: bw, yaxis: 'y2', line: {color: RATE}, marker: {color: RATE}}] : [];
+      out.push({id: 'tfd-step-chart', title: 'Per step: bytes and bandwidth', data: [...moved, ...rate],
+        layout: layout({barmode: 'stack', xaxis: x, yaxis: amount('bytes'),
+          ...(rate.length ? {yaxis2: amount('MiB/s', {overlaying: 'y', side: 'right'})} : {})})});
     }
-  } else {
-    grid.append(el('p', {class: 'muted'}, 'No step series for this session (an imported log).'));
+    const perTier = [...tiers.keys()].filter((t) => steps.mounts[t] && hasData(steps.mounts[t]))
+        .map((t) => series(plain(t), steps.mounts[t], tiers.get(t), {stackgroup: 'tiers', fillcolor: tiers.get(t)}));
+    if (perTier.length) {
+      out.push({id: 'tfd-step-mounts', title: 'Per step and storage tier: bytes read', data: perTier,
+        layout: layout({barmode: 'stack', xaxis: x, yaxis: amount('bytes read')})});
+    }
   }
-  Plotly.newPlot(chart('tfd-hist', 'Access sizes (POSIX)'), [
-    {type: 'bar', name: 'reads', x: hist.bins, y: hist.read},
-    {type: 'bar', name: 'writes', x: hist.bins, y: hist.write},
-  ], layout({barmode: 'group', xaxis: {title: 'request size'}, yaxis: {title: 'operations'}}), cfg);
-  Plotly.newPlot(chart('tfd-mounts', 'Storage tiers'), [
-    {type: 'bar', name: 'bytes read', x: mounts.mounts.map((m) => plain(m.tier)), y: mounts.mounts.map((m) => m.bytes_read)},
-    {type: 'scatter', mode: 'markers', name: 'read bandwidth (B/s)', x: mounts.mounts.map((m) => plain(m.tier)),
-      y: mounts.mounts.map((m) => m.bandwidth), yaxis: 'y2', marker: {size: 12}},
-  ], layout({yaxis: {title: 'bytes'}, yaxis2: {title: 'B/s', overlaying: 'y', side: 'right', tickformat: '.3s'}}), cfg);
+  const sizes = [{type: 'bar', name: 'reads', x: hist.bins, y: hist.read, marker: {color: READ}},
+    {type: 'bar', name: 'writes', x: hist.bins, y: hist.write, marker: {color: WRITTEN}}].filter((t) => hasData(t.y));
+  if (sizes.length) {
+    out.push({id: 'tfd-hist', title: 'Access sizes (POSIX)', data: sizes,
+      layout: layout({barmode: 'group', xaxis: axis('request size (bytes)'), yaxis: amount('operations')})});
+  }
+  // per tier, read and write side by side: one bar (and legend entry) per tier
+  const byTier = (fields, scale = 1) => mounts.mounts
+    .map((m) => {
+      const points = fields.map(([label, key]) => [label, m[key] == null ? null : m[key] / scale]).filter(([, v]) => v);
+      return {type: 'bar', name: plain(m.tier), x: points.map((p) => p[0]), y: points.map((p) => p[1]),
+        marker: {color: tiers.get(m.tier)}};
+    })
+    .filter((t) => t.y.length)
+    .sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+  const ops = (labels) => axis('operation', {categoryorder: 'array', categoryarray: labels});
+  const moved = byTier([['read', 'bytes_read'], ['written', 'bytes_written']]);
+  if (moved.length) {
+    out.push({id: 'tfd-mounts', title: 'Storage tiers: bytes moved', data: moved,
+      layout: layout({barmode: 'group', xaxis: ops(['read', 'written']), yaxis: amount('bytes')})});
+  }
+  const speed = byTier([['read', 'read_bandwidth'], ['write', 'write_bandwidth']], MIB);
+  if (speed.length) {
+    out.push({id: 'tfd-mounts-bandwidth', title: 'Storage tiers: bandwidth (bytes / time in the calls)', data: speed,
+      layout: layout({barmode: 'group', xaxis: ops(['read', 'write']), yaxis: amount('MiB/s')})});
+  }
   if (timeline.available) {
     // one marker per operation at its start; most last microseconds, too short for bars
-    const traces = timeline.files.map((f) => ({
+    const data = timeline.files.map((f) => ({
       type: 'scattergl', mode: 'markers', name: plain(f.path.split('/').pop()), x: f.start,
       y: f.start.map(() => plain(f.path.split('/').pop())),
       marker: {size: 7, symbol: 'line-ns-open', line: {width: 2}},
       customdata: f.offset.map((o, j) => [o, f.length[j], f.op[j], f.duration[j] * 1e6]),
       hovertemplate: '%{customdata[2]} of %{customdata[1]} bytes at offset %{customdata[0]}, %{customdata[3]:.1f} µs<extra></extra>',
     }));
-    Plotly.newPlot(chart('tfd-timeline', 'Busiest files: operations over time (s)'), traces,
-        layout({showlegend: false, xaxis: {title: 'seconds from the session start'}, margin: {l: 160, r: 20, t: 10, b: 40}}), cfg);
+    out.push({id: 'tfd-timeline', title: 'Busiest files: operations over time', data,
+      layout: layout({showlegend: false, xaxis: amount('seconds from the session start'), yaxis: axis('file'),
+        margin: {l: 160, r: 20, t: 30, b: 40}})});
   }
-  window.__tfdTimings.charts = performance.now();
-  body.append(el('h2', {}, 'Files'));
-  body.append(await fileTable());
-  window.__tfdTimings.rendered = performance.now();
+  return out;
 }
 
 function cards(s) {
