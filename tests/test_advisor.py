@@ -443,3 +443,48 @@ def test_one_slow_open_does_not_make_a_file_worth_staging(tmp_path):
     # a lone file is its own only evidence
     lone = advisor.recommend(snapshot_of(rows[:1]), FAST, capacity=1 << 20)
     assert lone.confidence(lone.chosen) == "low" and lone.saving_range(lone.chosen)[0] == 0.0
+
+
+def test_file_table_measures_requests_over_data_reads(tmp_path):
+    """A whole-file read ends with a 0-byte read (sequential, by Darshan's
+    rule); counted in, it halved the mean request and made a one-request
+    file "50 % sequential"."""
+    from tfdarshan.advice.file_table import file_table
+    whole, chunks = tmp_path / "whole.bin", tmp_path / "chunks.bin"
+    whole.write_bytes(os.urandom(300_000))
+    chunks.write_bytes(os.urandom(300_000))
+    with tfdarshan.profile(trace=False) as prof:
+        with open(whole, "rb") as f:
+            f.read()                            # one data read, then the 0-byte one
+        fd = os.open(chunks, os.O_RDONLY)
+        try:
+            while os.read(fd, 75_000):          # four data reads, each after the last
+                pass
+        finally:
+            os.close(fd)
+    t = file_table(prof.snapshot).set_index("path")
+    w, c = t.loc[str(whole)], t.loc[str(chunks)]
+    assert (w["reads"], w["zero_reads"]) == (2, 1) and w["mean_request"] == 300_000
+    assert np.isnan(w["seq_fraction"])          # one request: nothing to be sequential with
+    assert (c["reads"], c["zero_reads"]) == (5, 1) and c["mean_request"] == 75_000 and c["seq_fraction"] == 1.0
+
+
+def test_one_finding_on_end_of_file_reads_with_their_measured_cost(tmp_path):
+    """Two findings once disagreed on the 0-byte reads ("cost little" against
+    "about 25 µs each"): there is one, with their cost from the trace."""
+    paths = []
+    for i in range(10):
+        paths.append(tmp_path / f"f{i}.bin")
+        paths[-1].write_bytes(os.urandom(50_000))
+    with tfdarshan.profile(trace=True) as prof:
+        for p in paths:
+            with open(p, "rb") as f:
+                f.read()
+    snap = prof.snapshot
+    findings = advisor.diagnose(snap, advisor.file_costs(snap, FAST))
+    about_zero = [f for f in findings if "zero" in (f.title + f.detail).lower() or "under 100" in f.title]
+    assert len(about_zero) == 1, [f.title for f in findings]
+    (f,) = about_zero
+    z = snap.dxt[(snap.dxt["op"] == "read") & (snap.dxt["length"] == 0)]
+    assert len(z) == 10 and "measured in the trace" in f.detail
+    assert f.evidence["seconds_each"] == pytest.approx(float((z["end"] - z["start"]).median()))

@@ -165,23 +165,27 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
     meta_time = float(p["POSIX_F_META_TIME"].sum())
     mean_req = nbytes / max(reads - n_zero, 1)
 
-    if tiny >= reads / 2:
+    data_reads = reads - n_zero
+    if data_reads > 0 and tiny - n_zero >= data_reads / 2:
         out.append(Finding(
-            "HIGH" if n_zero < tiny / 2 else "INFO", "Half or more of the reads are under 100 bytes",
-            f"{tiny} of {reads} reads ({100 * tiny / reads:.0f} %) moved 100 bytes or less; {n_zero} of them "
-            f"returned 0 bytes.",
-            "Zero-byte reads are TensorFlow reaching the end of a file and cost little; many genuinely tiny "
-            "reads suggest packing records into larger TFRecord shards.",
-            {"reads": reads, "under_100": tiny, "zero": n_zero}))
-    if files >= 5 and n_zero >= 0.9 * files:
-        per = read_time / max(reads, 1)
+            "HIGH", "Half or more of the reads are under 100 bytes",
+            f"{tiny - n_zero} of {data_reads} reads that returned data ({100 * (tiny - n_zero) / data_reads:.0f} %) "
+            f"moved 100 bytes or less.",
+            "Pack records into larger TFRecord shards, or read in larger pieces.",
+            {"reads": data_reads, "under_100": tiny - n_zero}))
+    if n_zero and (files >= 5 and n_zero >= 0.9 * files or n_zero >= reads / 2):
+        # one finding on end-of-file reads, with what they cost here
+        each, how = _zero_read_cost(snap, read_time, reads)
+        share = n_zero * each / read_time if read_time > 0 else 0.0
         out.append(Finding(
-            "INFO", "A zero-length read after every file",
+            "WARN" if share >= 0.2 else "INFO", "A zero-length read after every file",
             f"{n_zero} zero-byte reads for {files} files: each file is read to its end and once more "
-            f"(TensorFlow's ReadFile pattern), one extra call of about {per * 1e6:.0f} µs each.",
-            "Nothing to fix for large files; for many small files, pack them into TFRecord shards so one "
-            "open and one EOF check serve thousands of examples.",
-            {"zero_reads": n_zero, "files": files}))
+            f"(TensorFlow's ReadFile pattern), about {human_time(each)} each ({how}), "
+            f"{human_time(n_zero * each)} of {human_time(read_time)} read time ({100 * share:.0f} %).",
+            "Many small files pay this once each: pack them into TFRecord shards so one open and one "
+            "end-of-file check serve thousands of examples." if share >= 0.2 else
+            "A small share of the read time here: nothing to change for it alone.",
+            {"zero_reads": n_zero, "files": files, "seconds_each": each, "share_of_read_time": share}))
     if reads - n_zero > 0 and under_4k - n_zero > (reads - n_zero) / 2:
         out.append(Finding(
             "WARN", "Many small reads",
@@ -223,6 +227,17 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
             "interleave(..., num_parallel_calls=tf.data.AUTOTUNE), and prefetch.",
             {"concurrency": conc}))
     return out
+
+
+def _zero_read_cost(snap: Snapshot, read_time: float, reads: int):
+    """(seconds per zero-byte read, how it was found): measured in the trace
+    when there is one, else the mean read (an upper bound: it moved nothing)."""
+    dxt = snap.dxt
+    if len(dxt):
+        z = dxt[(dxt["op"] == "read") & (dxt["length"] == 0)]
+        if len(z):
+            return float((z["end"] - z["start"]).median()), "measured in the trace"
+    return read_time / max(reads, 1), "the mean read, no trace to measure them"
 
 
 def _concurrency(snap: Snapshot) -> Optional[float]:

@@ -39,12 +39,19 @@ def _rows(p: pd.DataFrame, module: str, snap: Snapshot) -> pd.DataFrame:
         return p[col].astype(np.float64) if col in p else pd.Series(np.nan, index=p.index)
 
     io_time = c("F_READ_TIME") + c("F_WRITE_TIME")
-    moved = c("BYTES_READ") + c("BYTES_WRITTEN")
-    ops = c("READS") + c("WRITES")
     zero = pd.Series(np.nan, index=p.index)
     if module == "POSIX" and snap.meta.get("zero_reads_known", True):
         counted = snap.extra.set_index("record_id")["ZERO_READS"] if len(snap.extra) else pd.Series(dtype=np.int64)
         zero = pd.Series(counted.reindex(p["record_id"].values).fillna(0).to_numpy(np.float64), index=p.index)
+    # request size and sequential share are over the data reads: the
+    # end-of-file read (0 bytes, and sequential by Darshan's rule) would
+    # halve both for a file read in one request
+    eof = zero.fillna(0.0)
+    data_reads = c("READS") - eof
+    moved = c("BYTES_READ") + c("BYTES_WRITTEN")
+    ops = data_reads + c("WRITES")
+    follow_ons = data_reads - 1             # the first read of a file is never sequential
+    seq = (c("SEQ_READS") - eof).clip(lower=0)
     return pd.DataFrame({
         "path": p["path"].astype(object), "interface": module,
         "bytes_read": p[f"{module}_BYTES_READ"], "bytes_written": p[f"{module}_BYTES_WRITTEN"],
@@ -53,7 +60,7 @@ def _rows(p: pd.DataFrame, module: str, snap: Snapshot) -> pd.DataFrame:
         "read_time": c("F_READ_TIME"), "write_time": c("F_WRITE_TIME"), "meta_time": c("F_META_TIME"),
         "bandwidth": np.where(io_time > 0, moved / io_time.where(io_time > 0, 1), np.nan),
         "mean_request": np.where(ops > 0, moved / ops.where(ops > 0, 1), np.nan),
-        "seq_fraction": np.where(c("READS") > 0, c("SEQ_READS") / c("READS").where(c("READS") > 0, 1), np.nan),
+        "seq_fraction": np.where(follow_ons > 0, seq / follow_ons.where(follow_ons > 0, 1), np.nan),
         "zero_reads": zero,
     })
 
@@ -111,4 +118,6 @@ def render_text(table: pd.DataFrame, limit: int = 20, width: int = 60) -> str:
     lines.append(f"{len(table)} files, {human_bytes(total_read)} read in {table['reads'].sum()} reads, "
                  f"{total_time:.3f} s in reads"
                  + (f" ({total_read / total_time / 2**20:.0f} MiB/s)" if total_time > 0 else ""))
+    lines.append("mean req and seq count data reads only (not the 0-byte read at a file's end); "
+                 "'?' is a figure the log does not hold")
     return "\n".join(lines)
