@@ -13,6 +13,7 @@ import pandas as pd
 
 from tfdarshan.capture import mounts as M
 from tfdarshan.advice import file_table as report
+from tfdarshan.logs.series import CUT_COLUMN
 from tfdarshan.logs.darshan_log import read_darshan_log
 from tfdarshan.logs.logdir import Session, load_steps, process_label
 from tfdarshan.capture.snapshot import Snapshot, combine
@@ -93,8 +94,10 @@ def runs(sessions: List[Session]) -> Dict:
 
 def summary(d: SessionData) -> Dict:
     snap = d.snapshot
-    # a window without step markers has one pseudo-step (-1): no step time to share
+    # a window without step markers has one pseudo-step (-1): no step time to
+    # share; a step the window's end cut short may hold profiler shutdown
     steps = d.steps[d.steps["step"] >= 0] if len(d.steps) else d.steps
+    whole = steps[~steps[CUT_COLUMN]] if len(steps) else steps
     p, s = snap.posix, snap.stdio
     read = int(p["POSIX_BYTES_READ"].sum() + s["STDIO_BYTES_READ"].sum())
     written = int(p["POSIX_BYTES_WRITTEN"].sum() + s["STDIO_BYTES_WRITTEN"].sum())
@@ -108,9 +111,9 @@ def summary(d: SessionData) -> Dict:
            "steps": int(len(steps)), "input_share": None,
            "folded_files": snap.meta.get("folded_files", 0),
            "trace_dropped": snap.meta.get("trace_dropped", 0)}
-    if len(steps):
-        span = float((steps["end"] - steps["start"]).sum())
-        waited = float(steps["read_time"].sum() + steps["meta_time"].sum())
+    if len(whole):
+        span = float((whole["end"] - whole["start"]).sum())
+        waited = float(whole["read_time"].sum() + whole["meta_time"].sum())
         # I/O calls of the input pipeline against the steps' wall time (across its threads)
         out["input_share"] = waited / span if span > 0 else None
     out = {k: _clean(v) for k, v in out.items()}
@@ -142,10 +145,11 @@ def steps(d: SessionData) -> Dict:
         start=("start", "min"), end=("end", "max"), bytes_read=("bytes_read", "sum"),
         bytes_written=("bytes_written", "sum"), reads=("reads", "sum"), writes=("writes", "sum"),
         read_time=("read_time", "sum"), write_time=("write_time", "sum"), meta_time=("meta_time", "sum"),
-        files=("files", "sum"))
+        files=("files", "sum"), cut=(CUT_COLUMN, "any"))
     io = st["read_time"] + st["write_time"]
     bw = np.where(io > 0, (st["bytes_read"] + st["bytes_written"]) / io.where(io > 0, 1), np.nan)
     out = {"steps": st["step"].tolist(), "duration": (st["end"] - st["start"]).tolist(),
+           "cut_by_window_end": st["cut"].tolist(),
            "bytes_read": st["bytes_read"].tolist(), "bytes_written": st["bytes_written"].tolist(),
            "ops": (st["reads"] + st["writes"]).tolist(), "io_time": io.tolist(),
            "meta_time": st["meta_time"].tolist(), "bandwidth": [_clean(v) for v in bw], "mounts": {}}

@@ -92,6 +92,12 @@ def test_keras_tensorboard_profile_batch(tf, tmp_path):
     data_read = snap.posix[snap.posix["path"].isin(files)]
     assert data_read["POSIX_BYTES_READ"].sum() > 0, "the window should include reads of the data files"
     assert snap.meta["job_metadata"]["steps"] == "3:5"
+    # the profiler's own output (XProf's <host>.xplane.pb, our files) is not training I/O
+    for frame in (snap.posix, snap.stdio):
+        assert not frame["path"].str.startswith(str(logdir)).any(), list(frame["path"])
+    # Keras' batch-end marker reaches us after the TensorBoard callback stopped
+    # the profiler: the last step was cut by the window's end, and says so
+    assert list(steps["cut_by_window_end"]) == [False, False, True]
     # the trace viewer shows our reads of those files
     evs = trace_viewer_events(run / f"{HOST}.xplane.pb")
     ours = [e for e in evs if e.get("name") == "POSIX read"]
@@ -118,6 +124,7 @@ def test_custom_loop_with_trace_markers(tf, tmp_path):
     run = session_dir(logdir)
     steps = read_parquet(run / f"{HOST}.steps.parquet")
     assert list(steps["step"]) == [0, 1, 2, 3]
+    assert not steps["cut_by_window_end"].any()     # every Trace(step_num) ended before stop()
     snap = tfdarshan.read_darshan_log(run / f"{HOST}.darshan")
     assert int(steps["bytes_read"].sum() + steps["bytes_written"].sum()) == log_bytes(snap)
     assert (steps["start"].diff().dropna() >= 0).all()

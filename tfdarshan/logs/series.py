@@ -19,6 +19,9 @@ FIELDS = {  # series column: shim field
 TIME_FIELDS = ("read_time", "write_time", "meta_time")
 
 STEP_COLUMNS = ["step", "start", "end", "files", *FIELDS]
+# optional (older series lack it): the step the window's end cut short, whose
+# duration may include profiler shutdown
+CUT_COLUMN = "cut_by_window_end"
 FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
 
 
@@ -68,6 +71,12 @@ def read_series(path: pathlib.Path, columns) -> pd.DataFrame:
             raise TfdarshanError(f"{path}: step series column {c} is {v.dtype}, not numbers")
         if len(v) and not np.isfinite(v.to_numpy(dtype=np.float64)).all():
             raise TfdarshanError(f"{path}: step series column {c} holds NaN or infinite values")
+    if "start" in columns:                  # a per-step table
+        if CUT_COLUMN not in df:
+            df[CUT_COLUMN] = False
+        elif len(df) and not pd.api.types.is_bool_dtype(df[CUT_COLUMN]):
+            raise TfdarshanError(f"{path}: step series column {CUT_COLUMN} is {df[CUT_COLUMN].dtype}, not true/false")
+        df[CUT_COLUMN] = df[CUT_COLUMN].astype(bool)
     return df
 
 

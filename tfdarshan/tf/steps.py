@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.capture import _native
-from tfdarshan.logs.series import FIELDS, FILE_COLUMNS, STEP_COLUMNS, TIME_FIELDS  # noqa: F401  (re-exported)
+from tfdarshan.logs.series import CUT_COLUMN, FIELDS, FILE_COLUMNS, STEP_COLUMNS, TIME_FIELDS  # noqa: F401
 
 R = _native.ROW_INDEX
 WINDOW_STEP = -1   # the step label of I/O in a window without step markers
@@ -61,6 +61,7 @@ class StepSeries:
         self._files: List[np.ndarray] = []
         self.source = source
         self.last_step: Optional[dict] = None
+        self.cut_step: Optional[int] = None
         recorder.add_listener(self._on_interval)
         with _lock:
             _series.append(self)
@@ -126,6 +127,10 @@ class StepSeries:
         with _lock:
             if self in _series:
                 _series.remove(self)
+        # a step still running when the window closed was cut by it: its end
+        # is the window's, and may hold profiler shutdown work (Keras' trace
+        # export runs before the batch-end marker reaches us)
+        self.cut_step = self._open
         if self._pending or not self._steps:
             label = self._open if self._open is not None else (
                 self._steps[-1]["step"] if self._steps else WINDOW_STEP)
@@ -160,6 +165,7 @@ class StepSeries:
                               "end": (e["end"] - window_start_ticks), "files": len(df), **totals})
         files = pd.concat(file_parts, ignore_index=True) if file_parts else pd.DataFrame(columns=FILE_COLUMNS)
         steps = pd.DataFrame(step_rows, columns=STEP_COLUMNS)
+        steps[CUT_COLUMN] = (steps["step"] == self.cut_step) & (steps["step"] >= 0)
         hz = self._clock.ticks_per_second
         for df in (files, steps):
             for c in TIME_FIELDS:
