@@ -14,9 +14,8 @@ import pandas as pd
 from tfdarshan.capture import mounts as M
 from tfdarshan.advice import file_table as report
 from tfdarshan.logs.series import CUT_COLUMN
-from tfdarshan.logs.darshan_log import read_darshan_log
-from tfdarshan.logs.logdir import Session, load_steps, process_label
-from tfdarshan.capture.snapshot import Snapshot, combine
+from tfdarshan.logs.logdir import Session, load_snapshot, load_steps, process_label
+from tfdarshan.capture.snapshot import Snapshot
 
 FILE_COLUMNS = report.COLUMNS
 SIZE_BINS = ["0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M",
@@ -32,7 +31,7 @@ class SessionData:
 
     def __init__(self, session: Session, host: Optional[str]):
         hosts = [host] if host else list(session.hosts)
-        self.snapshot: Snapshot = combine([read_darshan_log(session.directory / f"{h}.darshan") for h in hosts])
+        self.snapshot: Snapshot = load_snapshot(session, host)
         self.steps, self.step_files = load_steps(session, host)
         stored = self.snapshot.meta.get("mounts") or []
         self.mounts = [M.Mount(p, t) for p, t in stored] or M.current()

@@ -488,3 +488,38 @@ def test_one_finding_on_end_of_file_reads_with_their_measured_cost(tmp_path):
     z = snap.dxt[(snap.dxt["op"] == "read") & (snap.dxt["length"] == 0)]
     assert len(z) == 10 and "measured in the trace" in f.detail
     assert f.evidence["seconds_each"] == pytest.approx(float((z["end"] - z["start"]).median()))
+
+
+@pytest.mark.parametrize("trace", [False, True])
+def test_advice_from_the_session_on_disk_equals_the_live_advice(tmp_path, trace):
+    """Two 300 KB files read with open().read(): each read ends with a 0-byte
+    read. From the log on disk, untraced, the advisor once said "[HIGH] half
+    or more of the reads are under 100 bytes; 0 of them returned 0 bytes"."""
+    paths = []
+    for i in range(2):
+        paths.append(tmp_path / f"part-{i}.bin")
+        paths[-1].write_bytes(os.urandom(300_000))
+    logdir = tmp_path / "logs"
+    with tfdarshan.profile(trace=trace, logdir=str(logdir)) as prof:
+        for p in paths:
+            with open(p, "rb") as f:
+                f.read()
+    live = advisor.recommend(prof.snapshot, FAST, capacity=1 << 30)
+    from tfdarshan.cli.recommend import load_source
+    snap, steps, _, _ = load_source(str(logdir))
+    disk = advisor.recommend(snap, FAST, capacity=1 << 30, steps=steps)
+    as_told = lambda a: sorted((f.level, f.title) for f in a.findings)
+    assert as_told(disk) == as_told(live)
+    assert not any(f.level == "HIGH" and "under 100 bytes" in f.title for f in disk.findings)
+    assert int(snap.extra["ZERO_READS"].sum()) == 2
+
+
+def test_zero_reads_unknown_is_said_and_not_raised():
+    """A foreign log (no trace, no step series) cannot tell end-of-file reads
+    from tiny ones: the finding says so, at INFO."""
+    f = snapshot_of([{"path": f"/nonexistent/f{i}", "POSIX_OPENS": 1, "POSIX_READS": 2,
+                      "POSIX_BYTES_READ": 300_000, "POSIX_SIZE_READ_0_100": 1, "POSIX_SIZE_READ_100K_1M": 1,
+                      "POSIX_F_READ_TIME": 1e-3} for i in range(2)])
+    f.meta["zero_reads_known"] = False
+    found = [x for x in advisor.diagnose(f, advisor.file_costs(f, FAST)) if "under 100 bytes" in x.title]
+    assert len(found) == 1 and found[0].level == "INFO" and "unknown" in found[0].detail

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import pathlib
 import warnings
 from typing import Iterator, Optional, Sequence
 

@@ -166,7 +166,16 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
     mean_req = nbytes / max(reads - n_zero, 1)
 
     data_reads = reads - n_zero
-    if data_reads > 0 and tiny - n_zero >= data_reads / 2:
+    zero_known = snap.meta.get("zero_reads_known", True)
+    if not zero_known and tiny >= reads / 2:
+        out.append(Finding(
+            "INFO", "Half or more of the reads are under 100 bytes, or end-of-file reads",
+            f"{tiny} of {reads} reads moved 100 bytes or less; how many were end-of-file reads that "
+            f"returned 0 bytes (cheap, and not worth packing files for) is unknown: this log has neither a "
+            f"trace nor tfdarshan's step series.",
+            "Profile with tfdarshan (or trace=True) to tell them apart before acting on this.",
+            {"reads": reads, "under_100": tiny, "zero": None}))
+    elif data_reads > 0 and tiny - n_zero >= data_reads / 2:
         out.append(Finding(
             "HIGH", "Half or more of the reads are under 100 bytes",
             f"{tiny - n_zero} of {data_reads} reads that returned data ({100 * (tiny - n_zero) / data_reads:.0f} %) "

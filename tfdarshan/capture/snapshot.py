@@ -287,6 +287,7 @@ def combine(snaps) -> Snapshot:
     meta.update(origin_unix_time=origin,
                 start=min(s.start + sh for s, sh in zip(snaps, shifts)),
                 end=max(s.end + sh for s, sh in zip(snaps, shifts)),
-                processes=len(snaps), hostnames=sorted({str(s.meta.get("hostname", "")) for s in snaps}))
+                processes=len(snaps), hostnames=sorted({str(s.meta.get("hostname", "")) for s in snaps}),
+                zero_reads_known=all(s.meta.get("zero_reads_known", True) for s in snaps))
     posix = _with_top4(frames["POSIX"], values) if len(values) else frames["POSIX"]
     return Snapshot(posix, frames["STDIO"], values, extra, dxt, meta, None, heat)

@@ -78,7 +78,23 @@ def process_label(stem: str) -> str:
 def load_snapshot(session: Session, host: Optional[str] = None) -> Snapshot:
     """One host's log, or all of the session's merged."""
     hosts = [host] if host else list(session.hosts)
-    return combine([read_darshan_log(session.directory / f"{h}.darshan") for h in hosts])
+    return combine([_with_zero_reads(read_darshan_log(session.directory / f"{h}.darshan"),
+                                     session.directory / f"{h}.step_files.parquet") for h in hosts])
+
+
+def _with_zero_reads(snap: Snapshot, step_files: pathlib.Path) -> Snapshot:
+    """A Darshan log has no slot for reads that returned 0 bytes; the step
+    series beside it counts them per file, so advice from the session on
+    disk equals advice from the live process, traced or not."""
+    if snap.meta.get("zero_reads_known") or not os.path.lexists(step_files):
+        return snap
+    files = read_series(step_files, FILE_COLUMNS)
+    files = files[files["module"] == "POSIX"]
+    zero = files.groupby("record_id")["zero_reads"].sum() if len(files) else pd.Series(dtype="int64")
+    ids = snap.posix["record_id"].to_numpy()
+    extra = pd.DataFrame({"record_id": ids, "module": "POSIX",
+                          "ZERO_READS": zero.reindex(ids).fillna(0).astype("int64").to_numpy()})
+    return dataclasses.replace(snap, _extra=extra, meta={**snap.meta, "zero_reads_known": True})
 
 
 def load_steps(session: Session, host: Optional[str] = None):
