@@ -55,13 +55,13 @@ def test_findings_that_hold_at_any_scale(tiny_results, study):
 
 
 @pytest.mark.parametrize("study", ["imagenet", "malware"])
-def test_staging_is_never_slower(tiny_results, study):
+def test_staged_runs_read_the_copies(tiny_results, study):
+    """The mechanics (profile, recommend, stage, re-run, compare), never a
+    gain that one noisy epoch on a loaded machine could flip."""
     r = tiny_results[study]
-    runs = r["runs"]
-    before = runs[f"{r['config']['readers']} readers"]["bandwidth"]
     for name in ("recommended", "under 2 MB"):
-        # the staged files moved to /dev/shm; allow for noise in the rest
-        assert runs[name]["bandwidth"] >= 0.9 * before, (name, runs[name]["bandwidth"], before)
-        assert r["staging"][name]["predicted_gain"] >= 0
+        s = r["staging"][name]
+        assert (s["copies_read"], s["sources_read"]) == (s["files"], 0), (name, s)
+        assert s["predicted_gain"] >= 0
     # the knapsack never predicts less than the simple rule under the same budget
     assert r["staging"]["recommended"]["predicted_gain"] >= r["staging"]["under 2 MB"]["predicted_gain"] - 1e-9
