@@ -25,6 +25,9 @@ from tfdarshan.logs.logdir import find_sessions
 from tfdarshan_tb import metadata, views
 
 STATIC = pathlib.Path(__file__).parent / "static"
+# the page's ES modules, each served under its own fixed route (no file name
+# from a request is ever opened)
+MODULES = ("index.js", "util.js", "charts.js", "verdict.js", "table.js")
 MAX_PARAM = 512
 SESSIONS_TTL = 5.0
 CACHE_SIZE = 4
@@ -50,8 +53,10 @@ class IOPlugin(base_plugin.TBPlugin):
 
     # ------------------------------------------------------------ TBPlugin
     def get_plugin_apps(self):
-        routes = {"/index.js": self._serve_js, "/plotly.js": self._serve_plotly, "/runs": self._serve_runs}
-        for name in ("summary", "files", "steps", "histograms", "mounts", "timeline", "advice"):
+        routes = {"/plotly.js": self._serve_plotly, "/runs": self._serve_runs}
+        for module in MODULES:
+            routes["/" + module] = self._module_route(module)
+        for name in ("summary", "verdict", "files", "steps", "histograms", "mounts", "timeline", "advice"):
             routes["/" + name] = self._json_route(name)
         return routes
 
@@ -109,10 +114,21 @@ class IOPlugin(base_plugin.TBPlugin):
                     self._data.popitem(last=False)
         return data
 
+    def _recommend_target(self, session):
+        """What to hand `tfdarshan recommend` to find this session: the log
+        directory, or the run's directory when another run has a session of
+        the same name (recommend's --session matches names only)."""
+        same = [s for s in self._find() if s.name == session.name]
+        if session.run == "." or len(same) <= 1:
+            return self._logdir
+        return os.path.join(self._logdir, session.run)
+
     # -------------------------------------------------------------- routes
-    @wrappers.Request.application
-    def _serve_js(self, request):
-        return http_util.Respond(request, (STATIC / "index.js").read_text(), "text/javascript")
+    def _module_route(self, module):
+        @wrappers.Request.application
+        def route(request):
+            return http_util.Respond(request, (STATIC / module).read_text(), "text/javascript")
+        return route
 
     @wrappers.Request.application
     def _serve_plotly(self, request):
@@ -132,11 +148,15 @@ class IOPlugin(base_plugin.TBPlugin):
             try:
                 data = self._session_data(request)
                 if name == "files":
-                    payload = view(data, sort=_param(request, "sort", required=False) or "bytes_read",
+                    # (no sort: the view picks the column that matters for the session)
+                    payload = view(data, sort=_param(request, "sort", required=False) or None,
                                    order=_param(request, "order", required=False) or "desc",
                                    offset=_int(request, "offset", 0, 0, 10**9),
                                    limit=_int(request, "limit", 50, 1, 1000),
-                                   query=_param(request, "q", required=False) or "")
+                                   query=_param(request, "q", required=False) or "",
+                                   step=_int(request, "step", None, -1, 2**62))
+                elif name == "advice":
+                    payload = view(data, target=self._recommend_target(data.session))
                 else:
                     payload = view(data)
                 return _json(request, payload)

@@ -6,6 +6,9 @@ import json
 import math
 import os
 import pathlib
+import re
+import shlex
+import tempfile
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -17,7 +20,9 @@ from tfdarshan.logs.series import CUT_COLUMN
 from tfdarshan.logs.logdir import Session, load_snapshot, load_steps, process_label
 from tfdarshan.capture.snapshot import Snapshot
 
-FILE_COLUMNS = report.COLUMNS
+# the file table, plus the time a file cost in all: reads, writes and metadata
+FILE_COLUMNS = report.COLUMNS[:report.COLUMNS.index("meta_time") + 1] + ["total_time"] \
+    + report.COLUMNS[report.COLUMNS.index("meta_time") + 1:]
 SIZE_BINS = ["0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M",
              "100M_1G", "1G_PLUS"]
 TIMELINE_FILES = 8
@@ -33,6 +38,7 @@ class SessionData:
         hosts = [host] if host else list(session.hosts)
         self.snapshot: Snapshot = load_snapshot(session, host)
         self.steps, self.step_files = load_steps(session, host)
+        self.session = session
         stored = self.snapshot.meta.get("mounts") or []
         self.mounts = [M.Mount(p, t) for p, t in stored] or M.current()
         self.files = _file_table(self.snapshot, self.mounts)
@@ -40,6 +46,58 @@ class SessionData:
         self.advice = _read_json(advice)
         coverage = [session.directory / f"{h}.coverage.json" for h in hosts]
         self.coverage = [c for c in (_read_json(p) for p in coverage) if c]
+        real = os.path.realpath(session.directory)
+        # (a profile linked in from elsewhere is not this session's to read)
+        profiles = [x for x in sorted(session.directory.glob("*.xplane.pb"))
+                    if os.path.realpath(x).startswith(real + os.sep)]
+        self.xprof = xprof_input(profiles)
+
+
+XPROF_STEP_NUMBER = re.compile(r"(-?\d+)\s*$")
+
+
+def xprof_input(profiles: List[pathlib.Path]) -> Optional[Dict]:
+    """XProf's own view of input wait, from its input-pipeline analysis of
+    the session's profiles: per step, the time the step waited for input (s),
+    and the input-bound percentage (input time over step time, as XProf's
+    overview page states it). None without a profile; {"error": ...} when
+    XProf cannot read it."""
+    if not profiles:
+        return None
+    try:
+        from xprof.convert import raw_to_tool_data
+    except ImportError:
+        return {"error": "XProf is not installed"}
+    try:
+        # XProf caches its analysis beside the profile it converts: convert
+        # links in a scratch directory, so that the log directory is only read
+        with tempfile.TemporaryDirectory(prefix="tfdarshan-xprof-") as scratch:
+            links = []
+            for x in profiles:
+                link = pathlib.Path(scratch, x.name)
+                link.symlink_to(os.path.realpath(x))
+                links.append(str(link))
+            data, _ = raw_to_tool_data.xspace_to_tool_data(links, "input_pipeline_analyzer", {})
+        tables = json.loads(data)
+    except Exception as e:      # a foreign converter on a file we did not write: its failure leaves ours
+        return {"error": f"XProf could not analyse the profile ({type(e).__name__})"}
+    table = next((t for t in tables if isinstance(t, dict)
+                  and {"stepnum", "infeedTimeMs", "stepTimeMs"} <= {c.get("id") for c in t.get("cols", [])}), None)
+    if table is None:
+        return {"error": "XProf's analysis has no step table"}
+    ids = [c.get("id") for c in table["cols"]]
+    waited, spent = {}, {}
+    for row in table.get("rows", []):
+        cells = dict(zip(ids, (c.get("v") for c in row.get("c", []))))
+        m = XPROF_STEP_NUMBER.search(str(cells.get("stepnum", "")))
+        if not m or not isinstance(cells.get("stepTimeMs"), (int, float)):
+            continue
+        n = int(m.group(1))
+        waited[n] = waited.get(n, 0.0) + float(cells.get("infeedTimeMs") or 0.0) / 1e3
+        spent[n] = spent.get(n, 0.0) + float(cells["stepTimeMs"]) / 1e3
+    total = sum(spent.values())
+    return {"input_percent": 100.0 * sum(waited.values()) / total if total > 0 else None,
+            "steps": waited, "measured": total > 0}
 
 
 def _read_json(path: pathlib.Path):
@@ -59,8 +117,10 @@ def _file_table(snap: Snapshot, mounts: List[M.Mount]) -> pd.DataFrame:
     """report.file_table with displayable paths."""
     t = report.file_table(snap, mount_table=mounts)
     if t.empty:
-        return t
+        return pd.DataFrame(columns=FILE_COLUMNS)
     t["tier"] = _tier_names(t["tier"])
+    t["total_time"] = t[["read_time", "write_time", "meta_time"]].sum(axis=1, min_count=1)
+    t = t[FILE_COLUMNS]
     odd = t["path"].map(lambda p: not p.isascii())
     if odd.any():
         t.loc[odd, "path"] = t.loc[odd, "path"].map(display_path)
@@ -111,29 +171,95 @@ def summary(d: SessionData) -> Dict:
            "folded_files": snap.meta.get("folded_files", 0),
            "trace_dropped": snap.meta.get("trace_dropped", 0)}
     if len(whole):
-        span = float((whole["end"] - whole["start"]).sum())
-        waited = float(whole["read_time"].sum() + whole["meta_time"].sum())
-        # I/O calls of the input pipeline against the steps' wall time (across its threads)
-        out["input_share"] = waited / span if span > 0 else None
+        # I/O calls of the input pipeline against the steps' wall time, each
+        # step's capped at its duration; a step cut by the window's end is left out
+        per_step = _per_step(whole)
+        span = float(per_step["duration"].sum())
+        out["input_share"] = float(per_step["file_io"].sum()) / span if span > 0 else None
     out = {k: _clean(v) for k, v in out.items()}
     if d.coverage:
         out["coverage"] = d.coverage
     return out
 
 
-def files(d: SessionData, sort: str = "bytes_read", order: str = "desc", offset: int = 0,
-          limit: int = 50, query: str = "") -> Dict:
+def default_sort(d: SessionData) -> str:
+    """The column that matters for the session: bytes read if anything was
+    read, else bytes written (a write-only log reads nothing)."""
     t = d.files
-    if query:
-        t = t[t["path"].str.contains(query, regex=False, na=False)]
+    if len(t) and not t["bytes_read"].sum() > 0 and t["bytes_written"].sum() > 0:
+        return "bytes_written"
+    return "bytes_read"
+
+
+def files(d: SessionData, sort: Optional[str] = None, order: str = "desc", offset: int = 0,
+          limit: int = 50, query: str = "", step: Optional[int] = None) -> Dict:
+    """A page of the file table; with `step`, only the files that step
+    touched (their figures are still the session's)."""
+    t = d.files
+    sort = sort or default_sort(d)
     if sort not in FILE_COLUMNS:
         raise ValueError(f"cannot sort by {sort!r}")
     if order not in ("asc", "desc"):
         raise ValueError(f"order must be asc or desc, not {order!r}")
+    if step is not None:
+        t = t[_touched_in(d, step, t)]
+    if query:
+        t = t[t["path"].str.contains(query, regex=False, na=False)]
     t = t.sort_values(sort, ascending=(order == "asc"), kind="stable", na_position="last")
     page = t.iloc[offset: offset + limit]
     rows = [[_clean(v) for v in row] for row in page[FILE_COLUMNS].itertuples(index=False)]
-    return {"total": int(len(t)), "offset": offset, "columns": FILE_COLUMNS, "rows": rows}
+    return {"total": int(len(t)), "offset": offset, "columns": FILE_COLUMNS, "rows": rows,
+            "sort": sort, "order": order, "step": step}
+
+
+def _touched_in(d: SessionData, step: int, t: pd.DataFrame) -> pd.Series:
+    """Which rows of the file table (path, interface) the step series lists
+    for this step."""
+    sf = d.step_files
+    if sf.empty or "path" not in sf:
+        return pd.Series(False, index=t.index)
+    rows = sf[sf["step"] == step]
+    keys = {(display_path(p), m) for p, m in zip(rows["path"], rows["module"])}
+    return pd.Series([(p, i) in keys for p, i in zip(t["path"], t["interface"])], index=t.index, dtype=bool)
+
+
+def _per_step(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per step: its wall time, and the time in file I/O calls that make the
+    input wait (reads and metadata, summed over threads and processes),
+    capped at the step's duration."""
+    g = steps.groupby("step", as_index=False).agg(start=("start", "min"), end=("end", "max"),
+                                                   read_time=("read_time", "sum"), meta_time=("meta_time", "sum"))
+    g["duration"] = (g["end"] - g["start"]).clip(lower=0)
+    g["file_io"] = np.minimum(g["read_time"] + g["meta_time"], g["duration"])
+    return g
+
+
+def verdict(d: SessionData) -> Dict:
+    """Step time split into file I/O (ours), other input wait (XProf's input
+    time beyond ours, when the session has an XProf profile) and the rest."""
+    st = d.steps
+    real = st[st["step"] >= 0] if len(st) else st
+    xp = d.xprof
+    out = {"series": bool(len(st)), "steps": [], "share": None,
+           "xprof": None if xp is None else {"error": xp.get("error"), "measured": bool(xp.get("measured")),
+                                             "input_percent": _clean(xp.get("input_percent"))}}
+    if not len(real):
+        return out
+    g = _per_step(real)
+    other = None
+    if xp and xp.get("measured"):
+        waited = g["step"].map(xp["steps"]).fillna(0.0)
+        other = np.clip(waited - g["file_io"], 0.0, g["duration"] - g["file_io"])
+    rest = g["duration"] - g["file_io"] - (other if other is not None else 0.0)
+    # a step the window's end cut short may hold profiler shutdown: shown, not counted
+    cut = real.groupby("step")[CUT_COLUMN].any().reindex(g["step"]).fillna(False).to_numpy(dtype=bool)
+    span = float(g["duration"][~cut].sum())
+    out.update(steps=[int(x) for x in g["step"]], duration=[_clean(x) for x in g["duration"]],
+               file_io=[_clean(x) for x in g["file_io"]],
+               other_input=None if other is None else [_clean(x) for x in other],
+               compute=[_clean(max(x, 0.0)) for x in rest], cut_by_window_end=cut.tolist(),
+               share=_clean(float(g["file_io"][~cut].sum()) / span) if span > 0 else None)
+    return out
 
 
 def steps(d: SessionData) -> Dict:
@@ -206,5 +332,16 @@ def timeline(d: SessionData) -> Dict:
     return {"available": True, "files": out, "truncated": int(len(dxt)) > TIMELINE_SEGMENTS}
 
 
-def advice(d: SessionData) -> Dict:
-    return {"available": d.advice is not None, "advice": d.advice}
+def recommend_command(target: str, session: str) -> str:
+    """The command that stores advice for a session, for the user to run
+    with their fast tier's directory in place of <path>."""
+    return f"tfdarshan recommend {shlex.quote(target)} --session {shlex.quote(session)} --fast-tier <path>"
+
+
+def advice(d: SessionData, target: Optional[str] = None) -> Dict:
+    """The stored advice; without it, the command that makes it (target: the
+    directory `recommend` should search for the session)."""
+    out = {"available": d.advice is not None, "advice": d.advice}
+    if d.advice is None and target:
+        out["command"] = recommend_command(target, d.session.name)
+    return out

@@ -12,6 +12,7 @@ import pytest
 
 import tfdarshan
 from tfdarshan.logs.logdir import find_sessions, load_snapshot
+from tfdarshan.logs.series import read_parquet
 from tb_helpers import ARTIFACTS, browser, fetch, open_tab, tensorboard
 from test_tf_integration import dataset, model, write_tfrecords
 
@@ -145,7 +146,7 @@ def test_tab_renders_in_chromium(server, trained_logdir):
         open_tab(d, server)
         summary = d.find_element(By.ID, "tfd-summary")
         cards = {c.get_attribute("data-key"): c.text for c in summary.find_elements(By.CLASS_NAME, "card")}
-        assert {"bytes_read", "bandwidth", "io_time", "input_share", "files", "steps"} <= set(cards)
+        assert {"bytes_read", "bandwidth", "io_time", "files", "steps"} <= set(cards)
         assert cards["files"].split("\n")[0] == str(len(snap.posix) + len(snap.stdio))
         assert cards["steps"].split("\n")[0] == "5"
         for chart in ("tfd-step-chart", "tfd-hist", "tfd-mounts", "tfd-timeline"):
@@ -214,3 +215,260 @@ def test_html_in_file_names_is_shown_as_text(tmp_path, attached):
             d.save_screenshot(str(ARTIFACTS / "io_tab_hostile_names.png"))
         finally:
             d.quit()
+
+
+
+# ------------------------------------------- the verdict, the step filter, empty states
+LOOP, NO_STEPS, WRITE_ONLY = "loop", "nosteps", "writeonly"      # runs; the tab opens the last
+WAIT = 60
+
+
+@pytest.fixture(scope="module")
+def lead_logdir(tf, tmp_path_factory):
+    """Three runs: a custom training loop under tf.profiler with XProf step
+    markers (an XProf profile beside our series); a window with no step
+    markers that reads a file and pushes bytes through a pipe (the shim
+    does not count pipes: low coverage); four marked steps that each write
+    one checkpoint file (a write-only log)."""
+    root = tmp_path_factory.mktemp("lead")
+    logdir = root / "logs"
+    files = write_tfrecords(tf, root / "data", files=3)
+    m = model(tf)
+    opt = tf.keras.optimizers.SGD()
+    it = iter(dataset(tf, files).repeat())
+    tf.profiler.experimental.start(str(logdir / LOOP))
+    for i in range(4):
+        with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+            x, y = next(it)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, m(x), from_logits=True))
+            opt.apply_gradients(zip(tape.gradient(loss, m.trainable_variables), m.trainable_variables))
+    tf.profiler.experimental.stop()
+
+    small = root / "data" / "small.bin"
+    small.write_bytes(b"s" * 4096)
+    with tfdarshan.profile(logdir=str(logdir / NO_STEPS)):
+        small.read_bytes()
+        r, w = os.pipe()
+        try:
+            for _ in range(16):
+                os.write(w, b"p" * (32 << 10))
+                left = 32 << 10
+                while left:
+                    left -= len(os.read(r, left))
+        finally:
+            os.close(r)
+            os.close(w)
+
+    out = root / "ckpt"
+    out.mkdir()
+    with tfdarshan.profile(logdir=str(logdir / WRITE_ONLY)):
+        for i in range(4):
+            with tfdarshan.step(i):
+                (out / f"ckpt{i}").write_bytes(b"c" * ((i + 1) << 14))
+    return logdir, out
+
+
+@pytest.fixture(scope="module")
+def lead_server(lead_logdir):
+    with tensorboard(lead_logdir[0]) as url:
+        yield url
+
+
+def _session(logdir, run):
+    [s] = [s for s in find_sessions(logdir) if s.run == run]
+    return s, {"run": s.run, "session": s.name}
+
+
+def _xprof_step_table(xplane, scratch):
+    """XProf's per-step table from its overview page (a copy converted in
+    scratch: XProf caches its analysis beside the profile)."""
+    from xprof.convert import raw_to_tool_data
+    copy = scratch / xplane.name
+    copy.write_bytes(xplane.read_bytes())
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], "overview_page", {})
+    for t in json.loads(data):
+        ids = [c.get("id") for c in t.get("cols", [])] if isinstance(t, dict) else []
+        if "stepTimeMs" in ids and "infeedTimeMs" in ids:
+            return t, [dict(zip(ids, (c.get("v") for c in r["c"]))) for r in t["rows"]]
+    raise AssertionError("no step table in XProf's overview page")
+
+
+def test_verdict_splits_each_step_and_gives_xprofs_input_share(lead_server, lead_logdir, tmp_path):
+    logdir, _ = lead_logdir
+    s, q = _session(logdir, LOOP)
+    steps = read_parquet(s.directory / f"{HOST}.steps.parquet")
+    steps = steps[steps["step"] >= 0]
+    duration = (steps["end"] - steps["start"]).to_numpy()
+    ours = np.minimum((steps["read_time"] + steps["meta_time"]).to_numpy(), duration)
+    status, _, v = _get_json(lead_server, "verdict", q)
+    assert status == 200, v
+    assert v["steps"] == [0, 1, 2, 3]
+    assert np.allclose(v["file_io"], ours, rtol=1e-9, atol=1e-12)
+    assert v["share"] == pytest.approx(ours.sum() / duration.sum(), rel=1e-9)
+    # the three parts make the step, none negative
+    parts = np.array([v["file_io"], v["other_input"], v["compute"]])
+    assert (parts >= 0).all() and np.allclose(parts.sum(axis=0), duration, rtol=1e-9, atol=1e-12)
+    # XProf's input-bound share: its input time over its step time
+    table, rows = _xprof_step_table(s.directory / f"{HOST}.xplane.pb", tmp_path)
+    assert rows, "XProf found the steps"
+    expected = 100 * sum(r["infeedTimeMs"] for r in rows) / sum(r["stepTimeMs"] for r in rows)
+    assert v["xprof"]["measured"] and v["xprof"]["input_percent"] == pytest.approx(expected, rel=1e-6)
+    stated = __import__("re").search(r"([\d.]+)% of the total step time sampled is waiting for input",
+                                     table.get("p", {}).get("input_conclusion", ""))
+    if stated:      # XProf's own sentence, when it names the input share, says the same
+        assert round(v["xprof"]["input_percent"], 1) == pytest.approx(float(stated.group(1)), abs=0.051)
+    # the tab reads the profile, never writes beside it (XProf caches its analysis there)
+    assert sorted(p.name for p in s.directory.iterdir()) == sorted(
+        p.name for p in s.directory.iterdir() if not p.name.endswith(".op_stats_v2.pb"))
+    assert not list(logdir.rglob("*op_stats*"))
+    # no step markers: no share, no split
+    _, q0 = _session(logdir, NO_STEPS)
+    status, _, v0 = _get_json(lead_server, "verdict", q0)
+    assert status == 200 and v0["series"] and v0["steps"] == [] and v0["share"] is None
+
+
+def test_file_table_total_time_default_sort_and_step_filter(lead_server, lead_logdir):
+    logdir, out = lead_logdir
+    s, q = _session(logdir, WRITE_ONLY)
+    snap = load_snapshot(s)
+    p = snap.posix
+    total = dict(zip(p["path"], p["POSIX_F_READ_TIME"] + p["POSIX_F_WRITE_TIME"] + p["POSIX_F_META_TIME"]))
+    status, _, page = _get_json(lead_server, "files", {**q, "limit": 1000})
+    assert status == 200, page
+    rows = [dict(zip(page["columns"], r)) for r in page["rows"]]
+    assert "total_time" in page["columns"]
+    for r in rows:
+        if r["interface"] == "POSIX":
+            assert r["total_time"] == pytest.approx(total[r["path"]], rel=1e-9, abs=1e-15)
+    # nothing read: the default order is by bytes written, largest first
+    assert page["sort"] == "bytes_written"
+    ckpts = [r["path"] for r in rows if r["path"].startswith(str(out))]
+    assert ckpts == [str(out / f"ckpt{i}") for i in (3, 2, 1, 0)]
+    # a session that read keeps bytes read
+    assert _get_json(lead_server, "files", _session(logdir, LOOP)[1])[2]["sort"] == "bytes_read"
+    # step 2 wrote ckpt2 only
+    status, _, two = _get_json(lead_server, "files", {**q, "step": 2, "limit": 1000})
+    assert status == 200 and two["step"] == 2
+    paths = [dict(zip(two["columns"], r))["path"] for r in two["rows"]]
+    assert str(out / "ckpt2") in paths and not [x for x in paths if x.startswith(str(out)) and x != str(out / "ckpt2")]
+    assert _get_json(lead_server, "files", {**q, "step": 99})[2]["total"] == 0
+    for bad in ("x", "1.5", "-2", str(2**70)):
+        assert _get_json(lead_server, "files", {**q, "step": bad})[0] == 400
+
+
+def _show_run(d, run):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+    d.switch_to.default_content()
+    d.switch_to.frame(d.find_element(By.CSS_SELECTOR, "iframe"))
+    sel = Select(d.find_element(By.ID, "tfd-run"))
+    if sel.first_selected_option.get_attribute("value") != run:
+        sel.select_by_value(run)       # the body is replaced at once: rows that come back are this run's
+    WebDriverWait(d, WAIT).until(lambda drv: drv.find_elements(By.CSS_SELECTOR, "#tfd-files tbody tr"))
+
+
+def _table_paths(d):
+    """The paths in the table, read at once (the table is redrawn under us)."""
+    return d.execute_script("return [...document.querySelectorAll('#tfd-files td.path')].map((c) => c.title)")
+
+
+@pytest.fixture(scope="module")
+def lead_tab(lead_server):
+    d = browser()
+    try:
+        open_tab(d, lead_server)
+        yield d
+        severe = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+        assert not severe, severe
+    finally:
+        d.quit()
+
+
+def test_clicking_a_step_filters_the_table_to_its_files(lead_tab, lead_logdir):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    d = lead_tab
+    _, out = lead_logdir
+    _show_run(d, WRITE_ONLY)
+    ckpts = lambda: [p for p in _table_paths(d) if p.startswith(str(out))]
+    # written only: sorted by bytes written, largest first, and the header says so
+    WebDriverWait(d, WAIT).until(lambda _: ckpts() == [str(out / f"ckpt{i}") for i in (3, 2, 1, 0)])
+    assert d.find_element(By.CSS_SELECTOR, "th[data-col=bytes_written]").text.endswith("▼")
+    assert d.find_element(By.CSS_SELECTOR, "th[data-col=total_time]").text.startswith("total time")
+    assert not d.find_elements(By.ID, "tfd-step-chip")
+    # step 2's bar in the per-step chart (categories in step order)
+    WebDriverWait(d, WAIT).until(lambda drv: len(drv.find_elements(
+        By.CSS_SELECTOR, "#tfd-step-chart g.trace.bars g.point path")) >= 4)
+    bar = d.find_elements(By.CSS_SELECTOR, "#tfd-step-chart g.trace.bars")[0].find_elements(
+        By.CSS_SELECTOR, "g.point path")[2]
+    ActionChains(d).move_to_element(bar).click().perform()
+    WebDriverWait(d, WAIT).until(lambda drv: drv.find_elements(By.ID, "tfd-step-chip"))
+    assert d.find_element(By.ID, "tfd-step-chip").text == "step 2 ×"
+    WebDriverWait(d, WAIT).until(lambda _: ckpts() == [str(out / "ckpt2")])
+    d.find_element(By.ID, "tfd-step-chip").click()
+    WebDriverWait(d, WAIT).until(lambda _: len(ckpts()) == 4 and not d.find_elements(By.ID, "tfd-step-chip"))
+
+
+def test_verdict_line_and_chart(lead_tab, lead_logdir, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    d = lead_tab
+    logdir, _ = lead_logdir
+    s, _ = _session(logdir, LOOP)
+    steps = read_parquet(s.directory / f"{HOST}.steps.parquet")
+    steps = steps[steps["step"] >= 0]
+    duration = (steps["end"] - steps["start"]).to_numpy()
+    share = np.minimum((steps["read_time"] + steps["meta_time"]).to_numpy(), duration).sum() / duration.sum()
+    _, rows = _xprof_step_table(s.directory / f"{HOST}.xplane.pb", tmp_path)
+    xprof = 100 * sum(r["infeedTimeMs"] for r in rows) / sum(r["stepTimeMs"] for r in rows)
+    _show_run(d, LOOP)
+    WebDriverWait(d, WAIT).until(lambda drv: drv.find_elements(By.CSS_SELECTOR, "#tfd-verdict-chart .main-svg"))
+    text = d.find_element(By.ID, "tfd-verdict-text").text
+    assert f"File I/O: {100 * share:.1f} % of step time" in text, text
+    assert f"XProf: {xprof:.1f} % input-bound" in text, text
+    assert "decoding and preprocessing" in text and "inside file I/O calls" in text, text
+    names = d.execute_script("return document.getElementById('tfd-verdict-chart').data.map((t) => t.name)")
+    assert names[0] == "file I/O (ours)" and "other input wait (XProf)" in names, names
+    xs = d.execute_script("return Array.from(document.getElementById('tfd-verdict-chart').data[0].x)")
+    assert [int(x) for x in xs] == [0, 1, 2, 3]
+    # no step markers: a sentence, no share, no chart
+    _show_run(d, NO_STEPS)
+    text = d.find_element(By.ID, "tfd-verdict-text").text
+    assert text == "No step markers were recorded in this session, so no share of step time can be given."
+    assert "%" not in text and not d.find_elements(By.ID, "tfd-verdict-chart")
+
+
+def test_empty_states_name_the_recommend_command_and_the_blind_spots(lead_tab, lead_logdir, tmp_path):
+    import shlex
+    import subprocess
+    import sys
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    d = lead_tab
+    logdir, _ = lead_logdir
+    s, _ = _session(logdir, NO_STEPS)
+    cov = json.loads((s.directory / f"{HOST}.coverage.json").read_text())
+    assert cov["share"] < 0.9, cov           # the pipe's bytes are the kernel's, not ours
+    assert not (s.directory / "advice.json").exists()
+    _show_run(d, NO_STEPS)
+    WebDriverWait(d, WAIT).until(lambda drv: drv.find_elements(By.ID, "tfd-recommend"))
+    command = d.find_element(By.ID, "tfd-recommend").text
+    argv = shlex.split(command)
+    assert argv[:2] == ["tfdarshan", "recommend"] and argv[3:6] == ["--session", s.name, "--fast-tier"]
+    assert argv[6] == "<path>" and pathlib.Path(argv[2]).resolve() in (
+        pathlib.Path(logdir).resolve(), (pathlib.Path(logdir) / s.run).resolve())
+    items = [li.text for li in d.find_elements(By.CSS_SELECTOR, "#tfd-coverage li")]
+    assert items == cov["blind_spots"]
+    assert f"{100 * cov['share']:.1f} %" in d.find_element(By.ID, "tfd-coverage").text
+    # the command, with a fast tier in place of <path>, stores the advice of this session
+    fast = tmp_path / "fast"
+    fast.mkdir()
+    toml = tmp_path / "tiers.toml"
+    toml.write_text(f'[[tier]]\npath = "{fast}"\nname = "fast"\ncapacity = "1G"\nbandwidth = "1000G"\n')
+    r = subprocess.run([sys.executable, "-m", "tfdarshan", *argv[1:6], str(fast), "--tiers", str(toml)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (s.directory / "advice.json").exists()
+    assert not [p for p in logdir.rglob("advice.json") if p.parent != s.directory]

@@ -1,0 +1,111 @@
+// The tab's charts: one figure per question, each {id, title, data, layout},
+// with one colour per storage tier in every chart.
+import {plain} from './util.js';
+
+// Plotly sizes a plot from its box when it draws it, and `responsive` follows
+// only the window: a grid that reflows (a scrollbar appears, TensorBoard's
+// sidebar opens) would leave plots wider than their cells. Follow each box.
+let sizes = null;
+export function followSizes(Plotly, divs) {
+  if (sizes) sizes.disconnect();
+  sizes = new ResizeObserver((entries) => {
+    for (const {target} of entries) {
+      const drawnWidth = target._fullLayout && target._fullLayout.width;
+      if (target.isConnected && drawnWidth && Math.abs(drawnWidth - target.clientWidth) >= 1) {
+        Plotly.Plots.resize(target).catch(() => {});   // (rejects for a plot removed meanwhile)
+      }
+    }
+  });
+  for (const d of divs) sizes.observe(d);
+}
+
+// One colour per storage tier, the same in every chart: Okabe and Ito's
+// colour-blind-safe set, then hues a golden angle apart.
+const TIER_COLOURS = ['#0072B2', '#E69F00', '#009E73', '#CC79A7', '#D55E00', '#56B4E9', '#000000', '#F0E442'];
+function tierColours(names) {
+  const sorted = [...new Set(names)].sort();
+  return new Map(sorted.map((n, i) => [n, TIER_COLOURS[i] || `hsl(${(i * 137.5) % 360}, 65%, 40%)`]));
+}
+
+// what is measured (not where) in slate and purple, apart from every tier colour
+export const READ = '#37474F', WRITTEN = '#90A4AE', RATE = '#8E24AA';
+
+const MIB = 2 ** 20;
+export const hasData = (ys) => ys.some((v) => v != null && v !== 0);
+export const axis = (text, extra = {}) => ({title: {text}, automargin: true, ...extra});
+// amounts and rates: an axis from zero
+export const amount = (text, extra = {}) => axis(text, {rangemode: 'tozero', ...extra});
+// the legend at the foot of the figure, under the axis title (the mode bar has the top)
+export const layout = (extra) => ({margin: {l: 60, r: 60, t: 30, b: 40}, showlegend: true,
+  legend: {orientation: 'h', x: 0, xref: 'container', y: 0, yref: 'container', yanchor: 'bottom'}, ...extra});
+
+// The charts for a session, each {id, title, data, layout}; a chart or
+// series with nothing to show is left out (an empty axis runs from -1 to 1).
+export function figures(steps, hist, mounts, timeline) {
+  const tiers = tierColours([...Object.keys(steps.mounts), ...mounts.mounts.map((m) => m.tier)]);
+  const out = [];
+  if (steps.steps.length) {
+    // long series as lines (SVG: one path per series; WebGL may be software-rendered); a few steps as bars
+    const many = steps.steps.length > 500;
+    const series = (name, y, color, extra = {}) => many
+      ? {type: 'scatter', mode: 'lines', name, x: steps.steps, y, line: {width: 1, color}, ...extra}
+      : {type: 'bar', name, x: steps.steps, y, marker: {color}};
+    const x = axis('step', {type: many ? 'linear' : 'category'});
+    const moved = [series('bytes read', steps.bytes_read, READ), series('bytes written', steps.bytes_written, WRITTEN)]
+        .filter((t) => hasData(t.y));
+    if (moved.length) {
+      const bw = steps.bandwidth.map((b) => b == null ? null : b / MIB);
+      const rate = hasData(bw) ? [{type: 'scatter', mode: many ? 'lines' : 'lines+markers', name: 'bandwidth',
+        x: steps.steps, y: bw, yaxis: 'y2', line: {color: RATE}, marker: {color: RATE}}] : [];
+      out.push({id: 'tfd-step-chart', title: 'Per step: bytes and bandwidth', data: [...moved, ...rate],
+        layout: layout({barmode: 'stack', xaxis: x, yaxis: amount('bytes'),
+          ...(rate.length ? {yaxis2: amount('MiB/s', {overlaying: 'y', side: 'right'})} : {})})});
+    }
+    const perTier = [...tiers.keys()].filter((t) => steps.mounts[t] && hasData(steps.mounts[t]))
+        .map((t) => series(plain(t), steps.mounts[t], tiers.get(t), {stackgroup: 'tiers', fillcolor: tiers.get(t)}));
+    if (perTier.length) {
+      out.push({id: 'tfd-step-mounts', title: 'Per step and storage tier: bytes read', data: perTier,
+        layout: layout({barmode: 'stack', xaxis: x, yaxis: amount('bytes read')})});
+    }
+  }
+  const sizes = [{type: 'bar', name: 'reads', x: hist.bins, y: hist.read, marker: {color: READ}},
+    {type: 'bar', name: 'writes', x: hist.bins, y: hist.write, marker: {color: WRITTEN}}].filter((t) => hasData(t.y));
+  if (sizes.length) {
+    out.push({id: 'tfd-hist', title: 'Access sizes (POSIX)', data: sizes,
+      layout: layout({barmode: 'group', xaxis: axis('request size (bytes)'), yaxis: amount('operations')})});
+  }
+  // per tier, read and write side by side: one bar (and legend entry) per tier
+  const byTier = (fields, scale = 1) => mounts.mounts
+    .map((m) => {
+      const points = fields.map(([label, key]) => [label, m[key] == null ? null : m[key] / scale]).filter(([, v]) => v);
+      return {type: 'bar', name: plain(m.tier), x: points.map((p) => p[0]), y: points.map((p) => p[1]),
+        marker: {color: tiers.get(m.tier)}};
+    })
+    .filter((t) => t.y.length)
+    .sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+  const ops = (labels) => axis('operation', {categoryorder: 'array', categoryarray: labels});
+  const moved = byTier([['read', 'bytes_read'], ['written', 'bytes_written']]);
+  if (moved.length) {
+    out.push({id: 'tfd-mounts', title: 'Storage tiers: bytes moved', data: moved,
+      layout: layout({barmode: 'group', xaxis: ops(['read', 'written']), yaxis: amount('bytes')})});
+  }
+  const speed = byTier([['read', 'read_bandwidth'], ['write', 'write_bandwidth']], MIB);
+  if (speed.length) {
+    out.push({id: 'tfd-mounts-bandwidth', title: 'Storage tiers: bandwidth (bytes / time in the calls)', data: speed,
+      layout: layout({barmode: 'group', xaxis: ops(['read', 'write']), yaxis: amount('MiB/s')})});
+  }
+  if (timeline.available) {
+    // one marker per operation at its start; most last microseconds, too short for bars
+    const data = timeline.files.map((f) => ({
+      type: 'scattergl', mode: 'markers', name: plain(f.path.split('/').pop()), x: f.start,
+      y: f.start.map(() => plain(f.path.split('/').pop())),
+      marker: {size: 7, symbol: 'line-ns-open', line: {width: 2}},
+      customdata: f.offset.map((o, j) => [o, f.length[j], f.op[j], f.duration[j] * 1e6]),
+      hovertemplate: '%{customdata[2]} of %{customdata[1]} bytes at offset %{customdata[0]}, %{customdata[3]:.1f} µs<extra></extra>',
+    }));
+    out.push({id: 'tfd-timeline', title: 'Busiest files: operations over time', data,
+      layout: layout({showlegend: false, xaxis: amount('seconds from the session start'), yaxis: axis('file'),
+        margin: {l: 160, r: 20, t: 30, b: 40}})});
+  }
+  return out;
+}

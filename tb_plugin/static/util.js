@@ -1,0 +1,57 @@
+// Shared by the tab's modules: the page's state, DOM and number helpers,
+// the JSON routes and the chart library. Data from logs (file names above
+// all) is only ever set as text, never parsed as HTML.
+
+export const PAGE = 50;
+// sort: null until the server names the column that matters for the session
+export const state = {run: null, session: null, host: '', sort: null, order: 'desc', offset: 0, q: '', step: null};
+
+export function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') e.className = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+// Plotly renders a little HTML in labels: escape what came from the data.
+export const plain = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+export function bytes(n) {
+  if (n == null) return '–';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return i ? `${n.toFixed(1)} ${units[i]}` : `${n} B`;
+}
+export const seconds = (s) => s == null ? '–' : s < 1e-3 ? `${(s * 1e6).toFixed(0)} µs` : s < 1 ? `${(s * 1e3).toFixed(1)} ms` : `${s.toFixed(2)} s`;
+export const rate = (b) => b == null ? '–' : `${bytes(b)}/s`;
+export const pct = (x) => x == null ? '–' : `${(100 * x).toFixed(1)} %`;
+
+function query(extra = {}) {
+  const p = new URLSearchParams({run: state.run, session: state.session, ...extra});
+  if (state.host) p.set('host', state.host);
+  return p.toString();
+}
+
+export async function get(route, extra = {}) {
+  const r = await fetch(`./${route}?${query(extra)}`);
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.error || `${route}: HTTP ${r.status}`);
+  return body;
+}
+
+let plotlyLoading = null;
+export function loadPlotly() {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (plotlyLoading) return plotlyLoading;
+  return plotlyLoading = new Promise((resolve, reject) => {
+    const s = el('script', {src: './plotly.js'});
+    s.onload = () => resolve(window.Plotly);
+    s.onerror = () => reject(new Error('could not load the chart library'));
+    document.head.append(s);
+  });
+}
