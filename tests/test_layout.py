@@ -1,5 +1,5 @@
 """The layout keeps itself: imports run one way between the sub-packages
-(cli -> advice / tf / logs -> capture), no module imports another that
+(cli -> advice / analysis / tf / logs -> capture), no module imports another that
 imports it back, the TensorBoard plugin reads logs and advice and never the
 TensorFlow hooks, and no module grows past what one can read in a sitting."""
 import ast
@@ -20,7 +20,8 @@ ALLOWED = {
     "logs": {"capture", "logs"},
     "tf": {"capture", "logs", "tf"},
     "advice": {"capture", "logs", "advice"},
-    "cli": {"capture", "logs", "tf", "advice", "cli", "top"},
+    "analysis": {"capture", "logs", "analysis"},
+    "cli": {"capture", "logs", "tf", "advice", "analysis", "cli", "top"},
     "top": {"capture", "logs", "tf", "advice", "top"},      # the public API: __init__, api, keras
 }
 PLUGIN_ALLOWED = {"capture", "logs", "advice"}

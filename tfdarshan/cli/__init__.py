@@ -14,7 +14,7 @@ from tfdarshan._version import __version__
 from tfdarshan.errors import TfdarshanError
 
 # module names under tfdarshan.cli; each has add_parser(subparsers), which sets handler=run
-SUBCOMMANDS = ["demo", "import_logs", "run", "probe", "recommend", "stage", "joblog"]
+SUBCOMMANDS = ["demo", "import_logs", "run", "probe", "recommend", "stage", "joblog", "analyze"]
 
 
 def path_arg(text: str) -> str:

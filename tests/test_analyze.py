@@ -1,0 +1,164 @@
+"""`tfdarshan analyze` on Dask: a 64-rank session (4 ranks of a real
+pipeline under `tfdarshan run`, scaled with the project's own log writer)
+gives the same per-file and per-rank figures as a direct pandas computation
+over the same logs, on the embedded engine and on a real two-worker Dask
+cluster started here on 127.0.0.1."""
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tfdarshan
+from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
+from tfdarshan.logs.darshan_log import write_darshan_log
+
+REAL_RANKS, RANKS = 4, 64
+SCRIPT = """
+import os, sys, tfdarshan
+rank = int(os.environ["SLURM_PROCID"])
+shared, own = sys.argv[1], sys.argv[2:]
+for step in range(3):
+    with tfdarshan.step(step):
+        with open(shared, "rb") as f:
+            f.read()
+        with open(own[rank], "rb") as f:
+            f.read(50_000 * (rank + 1))
+"""
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    root = tmp_path_factory.mktemp("analyze")
+    shared = root / "shared.bin"
+    shared.write_bytes(os.urandom(200_000))
+    own = []
+    for r in range(REAL_RANKS):
+        own.append(root / f"shard-{r}.bin")
+        own[-1].write_bytes(os.urandom(300_000))
+    script = root / "train.py"
+    script.write_text(SCRIPT)
+    logdir = root / "logs"
+    procs = [subprocess.Popen([sys.executable, "-m", "tfdarshan", "run", "--logdir", str(logdir), str(script),
+                               str(shared), *map(str, own)],
+                              env={**os.environ, "SLURM_PROCID": str(r), "SLURM_NTASKS": str(REAL_RANKS),
+                                   "SLURM_JOB_ID": "5150", "SLURM_STEP_ID": "0"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(REAL_RANKS)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    (session_dir,) = {p.parent for p in logdir.glob("plugins/tfdarshan/*/*.rank*.darshan")}
+    for job in session_dir.glob("*.job.darshan"):
+        job.unlink()                     # the scaled ranks below are not in it
+    # scale to 64 ranks with the project's own writer: rank r repeats real rank r % 4
+    # with its byte counts multiplied by (1 + r // 4)
+    for r in range(REAL_RANKS, RANKS):
+        src = next(session_dir.glob(f"*.rank{r % REAL_RANKS}.darshan"))
+        host = src.name.split(".rank")[0]
+        snap = tfdarshan.read_darshan_log(src)
+        k = 1 + r // REAL_RANKS
+        posix, stdio = snap.posix, snap.stdio
+        for frame, module in ((posix, "POSIX"), (stdio, "STDIO")):
+            for c in (f"{module}_BYTES_READ", f"{module}_F_READ_TIME"):
+                frame[c] = frame[c] * k
+        scaled = dataclasses.replace(snap, _posix=posix, _stdio=stdio)
+        write_darshan_log(scaled, session_dir / f"{host}.rank{r}.darshan", metadata={"rank": str(r)})
+        steps = src.with_name(src.name.replace(".darshan", ".steps.parquet"))
+        shutil.copyfile(steps, session_dir / f"{host}.rank{r}.steps.parquet")
+    assert len(rank_logs(session_dir)) == RANKS
+    return session_dir
+
+
+def expected(session_dir):
+    """Per file and per rank, straight from the logs with pandas."""
+    rows, ranks = [], []
+    for log in rank_logs(session_dir):
+        rank = int(log.name.split(".rank")[1].split(".")[0])
+        snap = tfdarshan.read_darshan_log(log)
+        for module, f in (("POSIX", snap.posix), ("STDIO", snap.stdio)):
+            for x in f.itertuples(index=False):
+                d = x._asdict()
+                rows.append({"path": d["path"], "rank": rank, "bytes_read": d[f"{module}_BYTES_READ"],
+                             "bytes": d[f"{module}_BYTES_READ"] + d[f"{module}_BYTES_WRITTEN"],
+                             "io_time": d[f"{module}_F_READ_TIME"] + d[f"{module}_F_WRITE_TIME"]
+                             + d[f"{module}_F_META_TIME"]})
+        steps = pd.read_parquet(log.with_name(log.name.replace(".darshan", ".steps.parquet")))
+        real = steps[steps["step"] >= 0]
+        ranks.append({"rank": rank, "bytes_read": sum(r["bytes_read"] for r in rows if r["rank"] == rank),
+                      "input_wait": float((real["read_time"] + real["meta_time"]).sum()
+                                          / (real["end"] - real["start"]).sum())})
+    per_rank_file = pd.DataFrame(rows).groupby(["path", "rank"], as_index=False).sum()
+    g = per_rank_file.groupby("path")
+    files = pd.DataFrame({"bytes_read": g["bytes_read"].sum(), "ranks": g["rank"].nunique(),
+                          "bytes_min": g["bytes"].min(), "bytes_median": g["bytes"].median(),
+                          "bytes_max": g["bytes"].max(), "io_time_max": g["io_time"].max()})
+    return files.sort_index(), pd.DataFrame(ranks).set_index("rank").sort_index()
+
+
+def check(session_dir):
+    files, ranks = expected(session_dir)
+    got_files = read_table(session_dir, "files").set_index("path").sort_index()
+    got_ranks = read_table(session_dir, "ranks").set_index("rank").sort_index()
+    assert list(got_files.index) == list(files.index)
+    for c in files.columns:
+        assert np.allclose(got_files[c].to_numpy(np.float64), files[c].to_numpy(np.float64)), c
+    assert list(got_ranks.index) == list(range(RANKS))
+    assert (got_ranks["bytes_read"] == ranks["bytes_read"]).all()
+    assert np.allclose(got_ranks["input_wait"], ranks["input_wait"])
+    # the file every rank read, and the shards read by one real rank and its 15 scaled copies
+    shared = [p for p in files.index if p.endswith("shared.bin")]
+    assert shared and int(got_files.loc[shared[0], "ranks"]) == RANKS
+    steps = read_table(session_dir, "steps")
+    assert len(steps) == RANKS * 3 and set(steps["step"]) == {0, 1, 2}
+    return got_files, got_ranks
+
+
+def test_analyze_on_the_embedded_engine(session):
+    r = analyze(session)
+    assert r["ranks"] == RANKS and "local cluster" in r["where"]      # 64 logs: worth a local cluster
+    check(session)
+
+
+def test_the_same_graph_on_a_two_worker_cluster(session, tmp_path):
+    from tb_helpers import free_port
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                  "--port", str(port), "--dashboard-address", ":0"], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1",
+                                 "--nthreads", "1", "--dashboard-address", ":0", "--local-directory",
+                                 str(tmp_path / f"w{i}")], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(2)]
+    try:
+        from distributed import Client
+        with Client(address, timeout="60s") as c:
+            c.wait_for_workers(2, timeout=120)
+        embedded = read_table(session, "files").set_index("path").sort_index()
+        r = analyze(session, scheduler=address)
+        assert r["where"] == f"cluster {address}"
+        got, _ = check(session)
+        pd.testing.assert_frame_equal(got[embedded.columns], embedded, check_like=True)
+    finally:
+        for p in workers + [scheduler]:
+            p.terminate()
+        for p in workers + [scheduler]:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_analyze_command_names_the_most_shared_file(session):
+    r = subprocess.run([sys.executable, "-m", "tfdarshan", "analyze", str(session)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"analyzed {RANKS} logs" in r.stdout and "shared.bin" in r.stdout and f"({RANKS} of {RANKS} ranks)" in r.stdout
+    bad = subprocess.run([sys.executable, "-m", "tfdarshan", "analyze", str(session / "nope")], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

@@ -1,0 +1,80 @@
+"""`analyze(session_dir)`: a session's logs reduced on Dask into partitioned
+Parquet tables in <session>/analysis/:
+
+    files/   per file: totals over ranks, ranks that touched it, min/median/max
+             of bytes and I/O time over those ranks
+    ranks/   per rank: totals, its host, and its input wait share of step time
+    steps/   per step and rank: bytes, I/O time, input wait, duration
+    mounts/  per mount: totals over ranks
+
+Each log is read by one task (tables.reduce_log); the per-file figures are
+then combined by a Dask groupby, so no process holds every rank's records."""
+from __future__ import annotations
+
+import pathlib
+import shutil
+from typing import Dict, List, Optional
+
+import pandas as pd
+
+from tfdarshan.analysis import tables
+from tfdarshan.analysis.engine import engine
+
+TABLES = ("files", "ranks", "steps", "mounts")
+
+
+def rank_logs(session_dir: pathlib.Path) -> List[pathlib.Path]:
+    """The per-process logs of a session (a job log would count them twice)."""
+    from tfdarshan.logs import joblog
+    return sorted(p for p in pathlib.Path(session_dir).glob("*.darshan") if not joblog.is_job_log(p.name))
+
+
+def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathlib.Path] = None) -> Dict:
+    """Write the tables; returns {"where": engine, "ranks": n, "tables": {name: path}}."""
+    import dask
+    import dask.dataframe as dd
+    session_dir = pathlib.Path(session_dir)
+    logs = rank_logs(session_dir)
+    if not logs:
+        raise ValueError(f"{session_dir}: no Darshan logs to analyze")
+    out = pathlib.Path(out) if out else session_dir / "analysis"
+    ranks = [tables.rank_of(p.name[: -len(".darshan")], i) for i, p in enumerate(logs)]
+    if len(set(ranks)) != len(ranks):
+        ranks = list(range(len(logs)))      # stems that do not name distinct ranks: by position
+    with engine(scheduler, len(logs)) as where:
+        reduced = [dask.delayed(tables.reduce_log)(str(p), r) for p, r in zip(logs, ranks)]
+        frames = {name: dd.from_delayed([dask.delayed(lambda d, n=name: d[n])(x) for x in reduced],
+                                        meta=tables.empty(schema), verify_meta=False)
+                  for name, schema in (("files", tables.FILE_ROWS), ("ranks", tables.RANK_ROWS),
+                                       ("steps", tables.STEP_ROWS), ("mounts", tables.MOUNT_ROWS))}
+        per_file = _per_file(frames["files"])
+        per_mount = frames["mounts"].groupby("mount").agg(
+            {"files": "sum", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum"}).reset_index()
+        tmp = out.with_name(out.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        written = {}
+        for name, frame in (("files", per_file), ("ranks", frames["ranks"]), ("steps", frames["steps"]),
+                            ("mounts", per_mount)):
+            frame.to_parquet(tmp / name, write_index=False)
+            written[name] = out / name
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)                     # a reader never sees half the tables
+    return {"where": where, "ranks": len(logs), "tables": written}
+
+
+def _per_file(files):
+    """Per path: sums over ranks, ranks touching it, min/median/max over ranks."""
+    per_rank = files.groupby(["path", "rank"]).agg(
+        {"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"}).reset_index()
+    per_rank["bytes"] = per_rank["bytes_read"] + per_rank["bytes_written"]
+    g = per_rank.groupby("path")
+    totals = g.agg({"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum",
+                    "rank": "count"}).rename(columns={"rank": "ranks"})
+    spread = g.agg({"bytes": ["min", "median", "max"], "io_time": ["min", "median", "max"]})
+    spread.columns = [f"{c}_{s}" for c, s in spread.columns]
+    return totals.join(spread).reset_index()
+
+
+def read_table(session_dir, name: str) -> pd.DataFrame:
+    """One analysis table, whole (they are small: per file, rank, mount)."""
+    return pd.read_parquet(pathlib.Path(session_dir) / "analysis" / name)

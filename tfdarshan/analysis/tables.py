@@ -1,0 +1,77 @@
+"""One rank's log reduced to the rows the analysis tables are built from.
+Runs on a Dask worker: it reads one log (and its step series) and returns
+small frames; nothing here sees another rank's records."""
+from __future__ import annotations
+
+import pathlib
+import re
+from typing import Dict
+
+import numpy as np
+import pandas as pd
+
+FILE_ROWS = {"path": "object", "rank": "int64", "bytes_read": "int64", "bytes_written": "int64",
+             "io_time": "float64", "opens": "int64"}
+RANK_ROWS = {"rank": "int64", "host": "object", "files": "int64", "bytes_read": "int64",
+             "bytes_written": "int64", "io_time": "float64", "step_time": "float64", "input_wait": "float64"}
+STEP_ROWS = {"step": "int64", "rank": "int64", "bytes_read": "int64", "io_time": "float64",
+             "input_wait": "float64", "duration": "float64"}
+MOUNT_ROWS = {"mount": "object", "rank": "int64", "files": "int64", "bytes_read": "int64",
+              "bytes_written": "int64", "io_time": "float64"}
+
+
+def empty(schema: Dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in schema.items()})
+
+
+def rank_of(stem: str, fallback: int) -> int:
+    """<host>.rank<r> names its rank; other logs are numbered by position."""
+    m = re.fullmatch(r".*\.rank(\d+)", stem)
+    return int(m.group(1)) if m else fallback
+
+
+def reduce_log(log: str, rank: int) -> Dict[str, pd.DataFrame]:
+    """{"files", "ranks", "steps", "mounts"} rows of one log."""
+    from tfdarshan.capture import mounts as M
+    from tfdarshan.logs.darshan_log import read_darshan_log
+    snap = read_darshan_log(log)
+    parts = []
+    for module in ("POSIX", "STDIO"):
+        f = snap.frame(module)
+        if len(f):
+            parts.append(pd.DataFrame({
+                "path": f["path"].astype(object), "rank": rank,
+                "bytes_read": f[f"{module}_BYTES_READ"].astype("int64"),
+                "bytes_written": f[f"{module}_BYTES_WRITTEN"].astype("int64"),
+                "io_time": (f[f"{module}_F_READ_TIME"] + f[f"{module}_F_WRITE_TIME"]
+                            + f[f"{module}_F_META_TIME"]).astype("float64"),
+                "opens": f[f"{module}_OPENS"].astype("int64")}))
+    files = pd.concat(parts, ignore_index=True) if parts else empty(FILE_ROWS)
+    files = files.astype(FILE_ROWS)
+    steps = _steps(pathlib.Path(log), rank)
+    real = steps[steps["step"] >= 0]
+    step_time = float(real["duration"].sum())
+    ranks = pd.DataFrame([{
+        "rank": rank, "host": str(snap.meta.get("hostname") or ""), "files": len(files),
+        "bytes_read": int(files["bytes_read"].sum()), "bytes_written": int(files["bytes_written"].sum()),
+        "io_time": float(files["io_time"].sum()), "step_time": step_time,
+        "input_wait": float(real["input_wait"].sum()) / step_time if step_time > 0 else np.nan}]).astype(RANK_ROWS)
+    mounts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []] or M.current()
+    by_mount = files.assign(mount=M.points_of(files["path"], mounts)).groupby("mount", as_index=False).agg(
+        files=("path", "size"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"),
+        io_time=("io_time", "sum")) if len(files) else empty(MOUNT_ROWS)
+    by_mount["rank"] = rank
+    return {"files": files, "ranks": ranks, "steps": steps, "mounts": by_mount[list(MOUNT_ROWS)].astype(MOUNT_ROWS)}
+
+
+def _steps(log: pathlib.Path, rank: int) -> pd.DataFrame:
+    from tfdarshan.logs.series import STEP_COLUMNS, read_series
+    series = log.with_name(log.name[: -len(".darshan")] + ".steps.parquet")
+    if not series.exists():
+        return empty(STEP_ROWS)
+    s = read_series(series, STEP_COLUMNS)
+    return pd.DataFrame({
+        "step": s["step"].astype("int64"), "rank": rank, "bytes_read": s["bytes_read"].astype("int64"),
+        "io_time": (s["read_time"] + s["write_time"] + s["meta_time"]).astype("float64"),
+        "input_wait": (s["read_time"] + s["meta_time"]).astype("float64"),
+        "duration": (s["end"] - s["start"]).astype("float64")}).astype(STEP_ROWS)

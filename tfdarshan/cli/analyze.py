@@ -1,0 +1,48 @@
+"""`tfdarshan analyze LOGDIR`: reduce a session's logs (one per rank, or a
+directory of imported logs) on Dask into Parquet tables per file, rank,
+step and rank, and mount, in <session>/analysis/. Runs in this process for
+small sessions, on a local cluster sized to the machine for larger ones, or
+on your own cluster with --scheduler (or TFDARSHAN_DASK_SCHEDULER)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tfdarshan.cli import path_arg
+from tfdarshan.errors import TfdarshanError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("analyze", help="per-file, per-rank and per-step tables on Dask", description=__doc__)
+    p.add_argument("source", type=path_arg, help="a TensorBoard log directory, or a directory of Darshan logs")
+    p.add_argument("--session", help="session name in the log directory (default: newest)")
+    p.add_argument("--scheduler", help="a Dask scheduler address, e.g. tcp://host:8786 (default: embedded)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import pathlib
+    from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
+    from tfdarshan.logs.logdir import find_sessions
+    src = pathlib.Path(args.source)
+    if not src.is_dir():
+        raise TfdarshanError(f"{src}: not a directory")
+    if rank_logs(src) and not args.session:
+        session_dir = src                  # the session directory itself, or a folder of logs
+    else:
+        sessions = [s for s in find_sessions(src) if not args.session or s.name == args.session]
+        if not sessions:
+            raise TfdarshanError(f"{src}: no profiling session" + (f" named {args.session}" if args.session else ""))
+        session_dir = max(sessions, key=lambda s: s.name).directory
+    r = analyze(session_dir, scheduler=args.scheduler)
+    ranks = read_table(session_dir, "ranks").sort_values("input_wait", ascending=False, na_position="last")
+    files = read_table(session_dir, "files")
+    print(f"analyzed {r['ranks']} logs in {session_dir} ({r['where']}): {len(files)} files; tables in "
+          f"{session_dir / 'analysis'}")
+    waits = ranks.dropna(subset=["input_wait"])
+    if len(waits):
+        print("ranks waiting longest on file I/O (share of step time): " + ", ".join(
+            f"rank {int(x.rank)} {100 * x.input_wait:.1f} %" for x in waits.head(5).itertuples()))
+    print(f"most shared file: {files.sort_values('ranks').iloc[-1]['path']} "
+          f"({int(files['ranks'].max())} of {r['ranks']} ranks)" if len(files) else "no files", file=sys.stdout)
+    return 0
