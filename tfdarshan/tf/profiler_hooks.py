@@ -10,26 +10,46 @@ import socket
 import sys
 
 from tfdarshan.logs.logdir import session_root
-from tfdarshan.tf import patching, session, steps
+from tfdarshan.tf import capture_watch, patching, session, steps
 
 PROFILER = "tensorflow.python.profiler.profiler_v2"
 TRACE = "tensorflow.python.profiler.trace"
 API_MODULES = ("tensorflow._api.v2.profiler.experimental", "tensorflow._api.v2.compat.v2.profiler.experimental")
+SERVER_MODULES = tuple(f"{m}.server" for m in API_MODULES)
 
 _current = None                                     # the session of the running profiler
+_local_profiler = False                             # this process's own tf.profiler is on
 
 
 def patch_profiler(mod) -> None:
     patching.patch(mod, "start", _wrap_start)
     patching.patch(mod, "stop", _wrap_stop)
-    for name in API_MODULES:
-        api = sys.modules.get(name)
-        if api is not None:
-            for attr in ("start", "stop"):
+    patching.patch(mod, "start_server", _wrap_start_server)
+    for names, attrs in ((API_MODULES, {"start": "start", "stop": "stop"}),
+                         (SERVER_MODULES, {"start": "start_server"})):
+        for name in names:
+            api = sys.modules.get(name)
+            if api is None:
+                continue
+            for attr, ours in attrs.items():
                 current = getattr(api, attr, None)
-                if current is getattr(mod, attr).__tfdarshan_original__:
-                    setattr(api, attr, getattr(mod, attr))
+                if current is getattr(mod, ours).__tfdarshan_original__:
+                    setattr(api, attr, getattr(mod, ours))
                     patching.patched.append((api, attr, current))
+
+
+def _wrap_start_server(orig):
+    @functools.wraps(orig)
+    def start_server(port):
+        orig(port)
+        # remote captures (client.trace, TensorBoard's capture button) record I/O too
+        patching.safely(capture_watch.start, local_session_open)
+    return start_server
+
+
+def local_session_open() -> bool:
+    """Is a tf.profiler session of this process (not a remote capture) running?"""
+    return _local_profiler
 
 
 def patch_trace(mod) -> None:
@@ -70,7 +90,15 @@ def patch_trace(mod) -> None:
 def _wrap_start(orig):
     @functools.wraps(orig)
     def start(logdir, options=None):
-        orig(logdir, options)           # if TensorFlow refuses, we never started
+        global _local_profiler
+        # from before TensorFlow raises its trace level until after it lowers
+        # it in stop(): the capture watcher must not take this for a capture
+        _local_profiler = True
+        try:
+            orig(logdir, options)       # if TensorFlow refuses, we never started
+        except BaseException:
+            _local_profiler = False
+            raise
         patching.safely(_on_start, logdir)
     return start
 
@@ -78,7 +106,7 @@ def _wrap_start(orig):
 def _wrap_stop(orig):
     @functools.wraps(orig)
     def stop(save=True):
-        global _current
+        global _current, _local_profiler
         with patching.lock:
             closing, _current = _current, None
         if closing is not None:
@@ -86,7 +114,10 @@ def _wrap_stop(orig):
             # export's own writes (<host>.xplane.pb, MBs) are not training
             # I/O, and the shim is detached while TensorFlow's code runs.
             patching.safely(closing.stop)
-        orig(save)                      # if it raises, nothing of ours is written
+        try:
+            orig(save)                  # if it raises, nothing of ours is written
+        finally:
+            _local_profiler = False
         if closing is not None and closing.snapshot is not None and save:
             patching.safely(_write, closing)
     return stop
@@ -127,13 +158,13 @@ def find_run_directory(logdir: pathlib.Path, since: float) -> pathlib.Path:
 
 def unpatch_api_modules() -> None:
     """API modules imported after we patched bound our wrappers themselves."""
-    for name in API_MODULES:
+    bound = [(m, a) for m in API_MODULES for a in ("start", "stop")] + [(m, "start") for m in SERVER_MODULES]
+    for name, attr in bound:
         api = sys.modules.get(name)
-        for attr in ("start", "stop"):
-            current = getattr(api, attr, None) if api is not None else None
-            original = getattr(current, "__tfdarshan_original__", None)
-            if original is not None:
-                setattr(api, attr, original)
+        current = getattr(api, attr, None) if api is not None else None
+        original = getattr(current, "__tfdarshan_original__", None)
+        if original is not None:
+            setattr(api, attr, original)
 
 
 def cancel_current() -> None:

@@ -140,10 +140,13 @@ class ProfileSession:
         return int(clock.origin_ticks + snap.start * clock.ticks_per_second)
 
     # -------------------------------------------------------------- output
-    def write(self, run_dir: pathlib.Path, *, metadata: Optional[Dict[str, str]] = None) -> Dict[str, pathlib.Path]:
-        """Write the window's files into run_dir (created if needed)."""
+    def write(self, run_dir: pathlib.Path, *, metadata: Optional[Dict[str, str]] = None,
+              stem: Optional[str] = None, xplane_path: Optional[pathlib.Path] = None) -> Dict[str, pathlib.Path]:
+        """Write the window's files into run_dir (created if needed), named
+        <stem>.* (default: output_stem), merging I/O lines into `xplane_path`
+        (default: <run_dir>/<host>.xplane.pb when it exists)."""
         run_dir.mkdir(parents=True, exist_ok=True)
-        stem = output_stem(run_dir)
+        stem = stem or output_stem(run_dir)
         out: Dict[str, pathlib.Path] = {}
         snap = self.snapshot
         meta = {"steps": _step_range(self.steps), "source": self.label}
@@ -172,7 +175,7 @@ class ProfileSession:
                 out["coverage"].write_text(json.dumps(snap.meta["coverage"]))
             out["steps"] = series.write_parquet(self.steps, run_dir / f"{stem}.steps.parquet")
             out["step_files"] = series.write_parquet(files, run_dir / f"{stem}.step_files.parquet")
-            xp = run_dir / f"{socket.gethostname()}.xplane.pb"
+            xp = xplane_path or run_dir / f"{socket.gethostname()}.xplane.pb"
             if xp.exists() and len(snap.dxt):
                 try:
                     xplane.merge_io(xp, snap)

@@ -1,0 +1,129 @@
+"""Captures through TensorFlow's profiler server (`client.trace`, as
+TensorBoard's capture button does) record I/O too: each worker writes,
+beside its own XPlane, the Darshan log of the captured window, with the
+I/O lines merged into the XPlane. The window's edges follow the capture's
+within one watcher interval (100 ms)."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+import tfdarshan
+from tb_helpers import free_port
+
+WORKER = pathlib.Path(__file__).parent / "workers" / "server_worker.py"
+SLACK = 0.5        # the watcher's 100 ms interval, plus scheduling on a loaded 2-core machine
+
+
+def start_workers(tmp_path, n):
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(1 << 20))
+    workers = []
+    for i in range(n):
+        port = free_port()
+        p = subprocess.Popen([sys.executable, str(WORKER), str(port), str(data), str(tmp_path / "stop"),
+                              str(tmp_path / f"reads{i}.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        workers.append((port, p, data))
+    for _, p, _ in workers:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()[-2000:]
+    return workers
+
+
+def wait_for(pattern_dir: pathlib.Path, glob: str, count: int, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = sorted(pattern_dir.glob(glob))
+        if len(found) >= count:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"no {glob} under {pattern_dir} after {timeout} s")
+
+
+def finish(tmp_path, workers):
+    (tmp_path / "stop").write_text("")
+    reads = []
+    for i, (_, p, _) in enumerate(workers):
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-3000:]
+        reads.append(json.loads((tmp_path / f"reads{i}.json").read_text()))
+    return reads
+
+
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_profiler_server_capture_records_the_window(tf, tmp_path, n_workers):
+    workers = start_workers(tmp_path, n_workers)
+    logdir = tmp_path / "logs"
+    try:
+        time.sleep(1.0)                                  # reads before the capture must stay out
+        t_call = time.time()
+        tf.profiler.experimental.client.trace(",".join(f"grpc://127.0.0.1:{port}" for port, _, _ in workers),
+                                              str(logdir), 2000)
+        t_return = time.time()
+        logs = wait_for(logdir, "plugins/profile/*/*.darshan", n_workers)
+        time.sleep(1.0)                                  # reads after the capture must stay out too
+    finally:
+        reads = finish(tmp_path, workers)
+    # each worker's log is named after its own XPlane (<host>_<port>)
+    assert sorted(x.name for x in logs) == sorted(f"127.0.0.1_{port}.darshan" for port, _, _ in workers)
+    for (port, _, data), worker_reads in zip(workers, reads):
+        (log,) = [x for x in logs if x.name == f"127.0.0.1_{port}.darshan"]
+        snap = tfdarshan.read_darshan_log(log)
+        got = int(snap.posix.loc[snap.posix["path"] == str(data), "POSIX_BYTES_READ"].sum())
+        during = sum(n for t, n in worker_reads if t_call <= t <= t_return)
+        around = sum(n for t, n in worker_reads if t_call - SLACK <= t <= t_return + SLACK)
+        total = sum(n for _, n in worker_reads)
+        # none from outside the capture (the second before and after it): at most the reads within
+        # SLACK of the call; and the capture's own reads (it lasts 2 s of the call's time) are there
+        print("capture bytes", got, "during", during, "around", around, "total", total)
+        assert 0.5 * during <= got <= around < total, (got, during, around, total)
+        # the worker's XPlane got the I/O lines, and the tab lists the session
+        xp = log.with_name(log.name.replace(".darshan", ".xplane.pb"))
+        from xprof.convert import raw_to_tool_data
+        events, _ = raw_to_tool_data.xspace_to_tool_data([str(xp)], "trace_viewer", {})
+        assert b"POSIX read" in (events if isinstance(events, bytes) else events.encode())
+    from tfdarshan.logs.logdir import find_sessions
+    (session,) = find_sessions(logdir)
+    assert len(session.hosts) == n_workers
+
+
+LOCAL = """
+import os, sys, time
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import tensorflow as tf
+import tfdarshan
+from tfdarshan.tf import capture_watch
+tf.profiler.experimental.server.start(int(sys.argv[1]))
+for _ in range(3):          # the process's own sessions, with the server's watcher running
+    tf.profiler.experimental.start(sys.argv[2])
+    for _ in range(20):
+        tf.add(tf.constant(1), 1)
+        open(sys.argv[3], "rb").read()
+        time.sleep(0.01)
+    tf.profiler.experimental.stop()
+    time.sleep(0.3)
+time.sleep(1.0)
+print("captures", capture_watch._watcher.captures)
+"""
+
+
+def test_local_sessions_are_not_taken_for_captures(tf, tmp_path):
+    """A worker's own tf.profiler sessions raise the same trace level a
+    capture does: they give their own logs, and the watcher none."""
+    script = tmp_path / "local.py"
+    script.write_text(LOCAL)
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(10_000))
+    r = subprocess.run([sys.executable, str(script), str(free_port()), str(tmp_path / "logs"), str(data)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "captures 0" in r.stdout
+    import socket
+    logs = sorted((tmp_path / "logs").glob("plugins/profile/*/*.darshan"))
+    # three sessions of this process (two in one second share XProf's run directory: <host>_<pid>)
+    host = socket.gethostname()
+    assert len(logs) == 3 and all(x.name == f"{host}.darshan" or x.name.startswith(f"{host}_") for x in logs), logs
