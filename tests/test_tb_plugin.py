@@ -14,7 +14,7 @@ import tfdarshan
 from tfdarshan.logs.logdir import find_sessions, load_snapshot
 from tfdarshan.logs.series import read_parquet
 from tb_helpers import ARTIFACTS, browser, fetch, open_tab, tensorboard
-from test_tf_integration import dataset, model, write_tfrecords
+from test_tf_integration import dataset, model, profiled_custom_loop, write_tfrecords
 
 HOST = socket.gethostname()
 ROUTES = ["summary", "files", "steps", "histograms", "mounts", "timeline", "advice"]
@@ -233,17 +233,7 @@ def lead_logdir(tf, tmp_path_factory):
     root = tmp_path_factory.mktemp("lead")
     logdir = root / "logs"
     files = write_tfrecords(tf, root / "data", files=3)
-    m = model(tf)
-    opt = tf.keras.optimizers.SGD()
-    it = iter(dataset(tf, files).repeat())
-    tf.profiler.experimental.start(str(logdir / LOOP))
-    for i in range(4):
-        with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
-            x, y = next(it)
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, m(x), from_logits=True))
-            opt.apply_gradients(zip(tape.gradient(loss, m.trainable_variables), m.trainable_variables))
-    tf.profiler.experimental.stop()
+    profiled_custom_loop(tf, files, logdir / LOOP)
 
     small = root / "data" / "small.bin"
     small.write_bytes(b"s" * 4096)

@@ -107,20 +107,26 @@ def test_keras_tensorboard_profile_batch(tf, tmp_path):
     assert lines, "one trace-viewer line per busy file"
 
 
-def test_custom_loop_with_trace_markers(tf, tmp_path):
-    files = write_tfrecords(tf, tmp_path / "data", files=3)
-    logdir = tmp_path / "logs"
+def profiled_custom_loop(tf, files, logdir, steps=4):
+    """A custom training loop under tf.profiler, its steps marked with
+    Trace(step_num=...)."""
     m = model(tf)
     opt = tf.keras.optimizers.SGD()
     it = iter(dataset(tf, files).repeat())
     tf.profiler.experimental.start(str(logdir))
-    for i in range(4):
+    for i in range(steps):
         with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
             x, y = next(it)
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, m(x), from_logits=True))
             opt.apply_gradients(zip(tape.gradient(loss, m.trainable_variables), m.trainable_variables))
     tf.profiler.experimental.stop()
+
+
+def test_custom_loop_with_trace_markers(tf, tmp_path):
+    files = write_tfrecords(tf, tmp_path / "data", files=3)
+    logdir = tmp_path / "logs"
+    profiled_custom_loop(tf, files, logdir)
     run = session_dir(logdir)
     steps = read_parquet(run / f"{HOST}.steps.parquet")
     assert list(steps["step"]) == [0, 1, 2, 3]
