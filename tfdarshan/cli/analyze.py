@@ -23,17 +23,14 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     import pathlib
     from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
-    from tfdarshan.logs.logdir import find_sessions
+    from tfdarshan.logs.logdir import pick_session
     src = pathlib.Path(args.source)
     if not src.is_dir():
         raise TfdarshanError(f"{src}: not a directory")
     if rank_logs(src) and not args.session:
         session_dir = src                  # the session directory itself, or a folder of logs
     else:
-        sessions = [s for s in find_sessions(src) if not args.session or s.name == args.session]
-        if not sessions:
-            raise TfdarshanError(f"{src}: no profiling session" + (f" named {args.session}" if args.session else ""))
-        session_dir = max(sessions, key=lambda s: s.name).directory
+        session_dir = pick_session(src, args.session)[0].directory
     r = analyze(session_dir, scheduler=args.scheduler)
     ranks = read_table(session_dir, "ranks").sort_values("input_wait", ascending=False, na_position="last")
     files = read_table(session_dir, "files")

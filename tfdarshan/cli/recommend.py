@@ -51,16 +51,11 @@ def load_source(source: str, session: str = None):
     """(snapshot, steps, session directory, which session) for a log or a
     logdir (the last two None for a log)."""
     from tfdarshan.logs.darshan_log import read_darshan_log
-    from tfdarshan.logs.logdir import find_sessions, load_snapshot, load_steps
+    from tfdarshan.logs.logdir import load_snapshot, load_steps, pick_session
     path = pathlib.Path(source)
     if path.is_dir():
-        sessions = find_sessions(path)
-        if session:
-            sessions = [s for s in sessions if s.name == session]
-        if not sessions:
-            raise TfdarshanError(f"{path}: no profiling session" + (f" named {session}" if session else ""))
-        s = max(sessions, key=lambda x: x.name)     # session names are their start times
-        others = f"; the newest of {len(sessions)}, --session picks another" if len(sessions) > 1 else ""
+        s, count = pick_session(path, session)
+        others = f"; the newest of {count}, --session picks another" if count > 1 else ""
         picked = (f"run {s.run}, session {s.name} ({len(s.hosts)} process"
                   f"{'es' if len(s.hosts) != 1 else ''}{others})")
         return load_snapshot(s), load_steps(s)[0], s.directory, picked

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
+from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import joblog
 from tfdarshan.logs.series import FILE_COLUMNS, STEP_COLUMNS, read_series
 from tfdarshan.logs.darshan_log import read_darshan_log
@@ -58,6 +59,15 @@ def find_sessions(logdir) -> List[Session]:
             sessions.setdefault((run, name, d), []).append(log[: -len(".darshan")])
     return [Session(run, name, d, tuple(sorted(h, key=_process_order)), jobs.get((run, name, d)))
             for (run, name, d), h in sorted(sessions.items())]
+
+
+def pick_session(logdir, name: Optional[str] = None):
+    """(the session named `name`, else the newest, and how many there are);
+    TfdarshanError when there is none."""
+    sessions = [s for s in find_sessions(logdir) if not name or s.name == name]
+    if not sessions:
+        raise TfdarshanError(f"{logdir}: no profiling session" + (f" named {name}" if name else ""))
+    return max(sessions, key=lambda s: s.name), len(sessions)     # session names are their start times
 
 
 def _process_order(stem: str):
