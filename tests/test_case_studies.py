@@ -9,24 +9,14 @@ import sys
 
 import pytest
 
+import slow_tier
+
 pytestmark = pytest.mark.timeout(900)
-
-
-def _fuse_ready():
-    if os.geteuid() != 0:
-        return "mounting the slow FUSE tier needs root"
-    if not os.path.exists("/dev/fuse"):
-        return "no /dev/fuse on this machine"
-    try:
-        import fuse  # noqa: F401  (fusepy loads libfuse2 here)
-    except (ImportError, OSError, EnvironmentError) as e:
-        return f"fusepy or libfuse2 missing (make test installs them): {e}"
-    return None
 
 
 @pytest.fixture(scope="module")
 def tiny_results(tmp_path_factory):
-    why = _fuse_ready()
+    why = slow_tier.unavailable()
     if why:
         pytest.skip(why)
     d = tmp_path_factory.mktemp("cases")

@@ -9,8 +9,7 @@ from tfdarshan.capture import _native
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.logs.logdir import session_root
-from tfdarshan.tf import hooks, session as tf_session, steps
-
+from tfdarshan.tf import flight_recorder as flight, hooks, session as tf_session, steps
 
 
 def attach(include: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None, *,
@@ -137,3 +136,13 @@ def stats() -> dict:
     else:
         out["last_step"] = None
     return out
+
+
+def flight_recorder(seconds: float = 120.0, logdir: str = "tfdarshan_logs", **policy) -> "flight.FlightRecorder":
+    """Keep the last `seconds` of I/O and write a session into
+    logdir/plugins/tfdarshan/ when a step is slow, on SIGUSR2, or when asked
+    (`.dump()`). policy: slow_factor (3.0: a step over 3x the running median
+    is slow), warmup_steps (20), min_gap (300 s between automatic dumps),
+    max_dumps (10), memory_cap (64 MiB of ring), interval (0.1 s).
+    `.stats()` tells the ring's memory, what it dropped and the collector's CPU."""
+    return flight.start(logdir, seconds, **policy)

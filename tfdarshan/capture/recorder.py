@@ -30,12 +30,18 @@ STD_STREAMS = {"<STDIN>", "<STDOUT>", "<STDERR>"}
 
 
 class Interval:
-    """One collect: the records touched, their totals before and after."""
-    __slots__ = ("index", "before", "after", "segments", "heat", "epoch", "now_ticks")
+    """One collect: the records touched, their totals before and after, and
+    the access-size/stride frequencies of the POSIX records whose
+    frequencies changed (record index -> rows of kind, value, count)."""
+    __slots__ = ("index", "before", "after", "segments", "heat", "epoch", "now_ticks",
+                 "values_before", "values_after")
 
-    def __init__(self, index, before, after, segments, heat, epoch, now_ticks):
+    def __init__(self, index, before, after, segments, heat, epoch, now_ticks,
+                 values_before=None, values_after=None):
         self.index, self.before, self.after = index, before, after
         self.segments, self.heat, self.epoch, self.now_ticks = segments, heat, epoch, now_ticks
+        self.values_before = values_before or {}
+        self.values_after = values_after or {}
 
     def delta(self, field: str) -> np.ndarray:
         return self.after[:, R[field]] - self.before[:, R[field]]
@@ -202,12 +208,15 @@ class Recorder:
             self._cum[idx] = got.rows
             self._ext[idx] = combine_extremes(self._ext[idx], got.rows[:, I0:I0 + NE])
             self._seen[idx] = True
+            values_before, values_after = {}, {}
             if len(got.values):
                 order = np.argsort(got.values[:, 0], kind="stable")
                 vals = got.values[order]
                 uniq, starts = np.unique(vals[:, 0], return_index=True)
                 for i, part in zip(uniq, np.split(vals[:, 1:], starts[1:])):
-                    self._values[int(i)] = part
+                    # arrays are replaced, never changed: keeping references is enough
+                    values_before[int(i)] = self._values.get(int(i))
+                    self._values[int(i)] = values_after[int(i)] = part
             self._meta.update(folded_files=got.folded_files, trace_dropped=got.trace_dropped,
                               threads=got.n_threads, seq=got.epoch, heat_unbinned=got.heat_unbinned)
             # heat stays numpy here: this runs at every step boundary
@@ -216,7 +225,8 @@ class Recorder:
             if len(idx):
                 self._log.append([got.epoch, idx, got.rows[:, I0:I0 + NE].copy()])
             self._compact()
-            interval = Interval(idx, before, got.rows, got.segments, heat, got.epoch, got.now_ticks)
+            interval = Interval(idx, before, got.rows, got.segments, heat, got.epoch, got.now_ticks,
+                                values_before, values_after)
             for w in list(self._windows):
                 w._feed(interval)
             for fn in list(self._listeners):
@@ -254,9 +264,25 @@ class Recorder:
 
     def _build_snapshot(self) -> Snapshot:
         seq = self._meta["seq"]
-        clock = self._clock or _native.Clock(0, 1e9, 0.0, False)
         idx = np.nonzero(self._seen)[0]
-        rows = np.hstack([self._cum[idx], self._ext[idx]])
+        end = float(self.clock.seconds(np.array([_native.now_ticks()]))[0]) if self._clock else 0.0
+        snap = self.snapshot_of(idx, self._cum[idx], self._ext[idx], self._values,
+                                {"seq": seq, "end": end, "recorder": id(self)}, self._heat.rows(),
+                                self._window_extremes)
+        self._live[seq] += 1
+        weakref.finalize(snap, self._release, seq)
+        return snap
+
+    @property
+    def clock(self) -> _native.Clock:
+        return self._clock or _native.Clock(0, 1e9, 0.0, False)
+
+    def snapshot_of(self, idx: np.ndarray, cum: np.ndarray, ext: np.ndarray, values: Dict[int, np.ndarray],
+                    meta: Dict, heat: pd.DataFrame, extremes=None) -> Snapshot:
+        """A Snapshot of the given records: their running totals `cum`, extremes
+        `ext` and access-size frequencies `values` (by record index)."""
+        rows = np.hstack([cum, ext])
+        clock = self.clock
         frames, extra = {}, []
         for code, module in MODULE_NAMES.items():
             sel = self._modules[idx] == code
@@ -276,31 +302,26 @@ class Recorder:
             extra.append(pd.DataFrame({"record_id": self._ids[mi], "module": module,
                                        "ZERO_READS": mrows[:, R["ZERO_READS"]]}))
         posix_idx = idx[self._modules[idx] == _native.MODULE_POSIX]
-        parts = [np.column_stack([np.full(len(self._values[i]), i), self._values[i]])
-                 for i in posix_idx if int(i) in self._values]
+        parts = [np.column_stack([np.full(len(values[i]), i), values[i]])
+                 for i in posix_idx if values.get(int(i)) is not None]
         if parts:
             v = np.concatenate(parts)
-            values = pd.DataFrame({"record_id": self._ids[v[:, 0]], "kind": v[:, 1].astype(np.int8),
-                                   "value": v[:, 2], "count": v[:, 3]})
+            values_df = pd.DataFrame({"record_id": self._ids[v[:, 0]], "kind": v[:, 1].astype(np.int8),
+                                      "value": v[:, 2], "count": v[:, 3]})
         else:
-            values = empty_values()
-        posix = _with_top4(frames["POSIX"], values)
+            values_df = empty_values()
+        posix = _with_top4(frames["POSIX"], values_df)
         extra_df = pd.concat(extra, ignore_index=True) if extra else empty_extra()
         extra_df["record_id"] = extra_df["record_id"].astype(np.uint64)
-        end = float(clock.seconds(np.array([_native.now_ticks()]))[0]) if self._clock else 0.0
-        meta = {"format": "tfdarshan", "seq": seq, "start": 0.0, "end": end,
-                "origin_unix_time": clock.origin_unix_time, "hostname": socket.gethostname(),
-                "pid": os.getpid(), "recorder": id(self),
-                "folded_files": self._meta["folded_files"],
-                "trace_dropped": self._meta["trace_dropped"], "threads": self._meta["threads"],
-                "heat_unbinned": self._meta["heat_unbinned"],
-                "mounts": [[m.point, m.fstype] for m in M.current()],
-                "record_cap": self.settings.record_cap if self.settings else None}
-        snap = Snapshot(posix, frames["STDIO"], values, extra_df, empty_dxt(), meta, self._window_extremes,
-                        self._heat.rows())
-        self._live[seq] += 1
-        weakref.finalize(snap, self._release, seq)
-        return snap
+        full_meta = {"format": "tfdarshan", "seq": None, "start": 0.0, "end": 0.0,
+                     "origin_unix_time": clock.origin_unix_time, "hostname": socket.gethostname(),
+                     "pid": os.getpid(), "recorder": None,
+                     "folded_files": self._meta["folded_files"],
+                     "trace_dropped": self._meta["trace_dropped"], "threads": self._meta["threads"],
+                     "heat_unbinned": self._meta["heat_unbinned"],
+                     "mounts": [[m.point, m.fstype] for m in M.current()],
+                     "record_cap": self.settings.record_cap if self.settings else None, **meta}
+        return Snapshot(posix, frames["STDIO"], values_df, extra_df, empty_dxt(), full_meta, extremes, heat)
 
     def _window_extremes(self, later: Snapshot, earlier: Snapshot) -> Optional[Dict[str, pd.DataFrame]]:
         """Exact extremes over (earlier, later] from the interval log."""
@@ -315,13 +336,17 @@ class Recorder:
                                      np.concatenate([p[2] for p in parts]))
         else:
             idx, ext = np.zeros(0, dtype=np.int64), np.zeros((0, NE), dtype=np.int64)
+        return self.extremes_frames(idx, ext)
+
+    def extremes_frames(self, idx: np.ndarray, ext: np.ndarray) -> Dict[str, pd.DataFrame]:
+        """Interval extremes of records as Darshan's columns, by module,
+        indexed by record id (what Snapshot subtraction takes as exact)."""
         rows = np.zeros((len(idx), W + NE), dtype=np.int64)
         rows[:, W:] = ext
-        clock = self._clock or _native.Clock(0, 1e9, 0.0, False)
         out = {}
         for code, module in MODULE_NAMES.items():
             sel = self._modules[idx] == code if len(idx) else np.zeros(0, dtype=bool)
-            cols = C.from_native(module, rows[sel], FULL_INDEX, clock)
+            cols = C.from_native(module, rows[sel], FULL_INDEX, self.clock)
             keep = {c: v for c, v in cols.items()
                     if C.kind(module, c) in (C.MAX, C.MAXTIME, C.MAXTIME_SIZE, C.FIRST, C.LAST)}
             out[module] = pd.DataFrame(keep, index=self._ids[idx[sel]])

@@ -25,6 +25,20 @@ def path_arg(text: str) -> str:
     return text
 
 
+DURATION_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def duration_arg(text: str) -> float:
+    """argparse type for durations: 120, 120s, 500ms, 2m, 1h (seconds, > 0)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*", text or "")
+    if not m or m.group(2) not in DURATION_UNITS:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (examples: 120s, 500ms, 2m, 1h)")
+    seconds = float(m.group(1)) * DURATION_UNITS[m.group(2)]
+    if not 0 < seconds < 10 * 365 * 86400:
+        raise argparse.ArgumentTypeError(f"duration out of range: {text!r}")
+    return seconds
+
+
 def one_line(message) -> str:
     """The message (an exception, a path) with control characters escaped
     (newlines in file names, in library messages): an error stays one line."""

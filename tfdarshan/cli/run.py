@@ -5,7 +5,10 @@ Attaches before the script starts and writes the run's Darshan log and step
 series into LOGDIR/plugins/tfdarshan/<time>/ when it ends: normally, on an
 uncaught exception, on SIGTERM, or through os._exit. With --steps A:B only
 training steps A to B are recorded (Keras batches, Trace(step_num=...) or
-tfdarshan.step markers). With --children, Python processes it starts
+tfdarshan.step markers). With --flight-recorder DURATION nothing is
+written at the end: the last DURATION of I/O is kept in memory and written
+as a session when a step is slow, on SIGUSR2, or when the script calls
+tfdarshan.flight_recorder().dump(). With --children, Python processes it starts
 (subprocess, multiprocessing spawn) attach too and write <host>_<pid> files
 into the same directory; forked children always count on their own."""
 from __future__ import annotations
@@ -17,7 +20,7 @@ import pathlib
 import runpy
 import sys
 
-from tfdarshan.cli import path_arg
+from tfdarshan.cli import duration_arg, path_arg
 from tfdarshan.errors import TfdarshanError
 
 
@@ -29,6 +32,16 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", metavar="A:B", help="record only training steps A to B (inclusive)")
     p.add_argument("--trace", action="store_true", help="also keep the per-operation trace (DXT)")
     p.add_argument("--children", action="store_true", help="attach in Python child processes too")
+    fr = p.add_argument_group("flight recorder (leave it on in production)")
+    fr.add_argument("--flight-recorder", metavar="DURATION", type=duration_arg,
+                    help="keep the last DURATION (e.g. 120s) of I/O and write it when a step is slow or on SIGUSR2")
+    fr.add_argument("--slow-factor", type=float, default=3.0,
+                    help="a step is slow above this many times the running median (default 3, after 20 steps)")
+    fr.add_argument("--dump-gap", metavar="DURATION", type=duration_arg, default=300.0,
+                    help="at most one automatic dump per DURATION (default 300s)")
+    fr.add_argument("--max-dumps", type=int, default=10, help="automatic dumps in all (default 10)")
+    fr.add_argument("--ring-memory", metavar="SIZE", default="64MiB",
+                    help="memory for the recorded seconds (default 64MiB)")
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
     p.add_argument("script", nargs="?", help="the script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
@@ -48,6 +61,28 @@ def parse_steps(text):
     return first, last
 
 
+def flight_policy(args):
+    """The flight recorder's settings, checked before anything starts; None without it."""
+    from tfdarshan.advice.tiers import parse_size
+    if args.flight_recorder is None:
+        return None
+    if args.steps:
+        raise TfdarshanError("--flight-recorder and --steps do not go together: the recorder keeps "
+                             "the last seconds, whatever the steps")
+    if not args.slow_factor > 1:
+        raise TfdarshanError(f"--slow-factor must be above 1, got {args.slow_factor}")
+    if args.max_dumps < 0:
+        raise TfdarshanError(f"--max-dumps must be 0 or more, got {args.max_dumps}")
+    try:
+        memory = parse_size(args.ring_memory)
+    except ValueError as e:
+        raise TfdarshanError(f"--ring-memory: {e}") from None
+    if memory < 1 << 20:
+        raise TfdarshanError(f"--ring-memory {args.ring_memory}: at least 1MiB")
+    return {"seconds": args.flight_recorder, "slow_factor": args.slow_factor, "min_gap": args.dump_gap,
+            "max_dumps": args.max_dumps, "memory_cap": memory}
+
+
 def check_module(name: str) -> None:
     """Refuse -m MODULE like python -m would, before anything starts."""
     try:
@@ -61,6 +96,7 @@ def check_module(name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from tfdarshan.tf import runner
     steps = parse_steps(args.steps)
+    flight = flight_policy(args)
     # refused before attaching: a mistake must not leave a log behind
     if os.path.exists(args.logdir) and not os.path.isdir(args.logdir):
         raise TfdarshanError(f"--logdir {args.logdir}: exists and is not a directory")
@@ -74,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         if not script.is_file():
             raise TfdarshanError(f"{script}: no such script")
         target, argv = str(script), [str(script)] + args.args
-    run = runner.WholeRun(args.logdir, steps=steps, trace=args.trace, children=args.children)
+    run = runner.WholeRun(args.logdir, steps=steps, trace=args.trace, children=args.children, flight=flight)
     run.start()
     sys.argv = argv
     code = 0

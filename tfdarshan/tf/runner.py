@@ -18,7 +18,7 @@ from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.logs import jobdir, joblog
 from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import session_root
-from tfdarshan.tf import session as session_mod, steps as S
+from tfdarshan.tf import flight_recorder, session as session_mod, steps as S
 
 log = logging.getLogger("tfdarshan")
 CONFIG_ENV = "TFDARSHAN_RUN_CONFIG"
@@ -27,11 +27,13 @@ AUTOSTART_DIR = pathlib.Path(__file__).parent.parent / "_autostart"
 
 class WholeRun:
     def __init__(self, logdir, *, steps: Optional[Tuple[int, int]] = None, trace: bool = False,
-                 children: bool = False, run_dir: Optional[str] = None):
+                 children: bool = False, run_dir: Optional[str] = None, flight: Optional[dict] = None):
         self.logdir = pathlib.Path(logdir).resolve()
         self.steps = steps
         self.trace = trace
         self.children = children
+        self.flight = flight          # the flight recorder's settings: no whole-run log then
+        self.flight_recorder = None
         # the ranks of a launched job share one session directory
         self.rank = None if os.environ.get("TFDARSHAN_CHILD") else ranks.detect()
         profile_root = session_root(self.logdir, beside_xprof=False)
@@ -52,7 +54,10 @@ class WholeRun:
         RECORDER.attach(trace=self.trace)
         if self.children:
             self._export_to_children()
-        if self.steps is None:
+        if self.flight is not None:
+            settings = dict(self.flight)
+            self.flight_recorder = flight_recorder.start(self.logdir, settings.pop("seconds"), **settings)
+        elif self.steps is None:
             self._open()
         else:
             S.observers.append(self._on_step)
@@ -104,6 +109,8 @@ class WholeRun:
             # the process is ending: a second SIGTERM must not cut the logs short
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
+            if self.flight_recorder is not None and os.getpid() == self.pid:
+                self.flight_recorder.stop()
             if os.getpid() != self.pid:
                 self._write_child()       # a forked child: its own records since the fork
             elif self.session is not None and not self.session.closed:

@@ -88,6 +88,15 @@ class ProfileSession:
         self.snapshot: Optional[Snapshot] = None
         self.closed = False
 
+    @classmethod
+    def of_window(cls, recorder, snapshot: Snapshot, steps: pd.DataFrame, step_files: pd.DataFrame, *,
+                  label: str) -> "ProfileSession":
+        """A closed session made from a window cut elsewhere (the flight
+        recorder's ring), ready to write()."""
+        s = cls(recorder, None, trace=False, label=label)
+        s.snapshot, s.steps, s.step_files, s.closed = snapshot, steps, step_files, True
+        return s
+
     def start(self) -> "ProfileSession":
         self.started_wall = time.time()
         try:

@@ -72,12 +72,9 @@ class StepSeries:
             self._origin_ticks = interval.now_ticks
         if len(interval.index) == 0:
             return
-        cols = [R[f] for f in FIELDS.values()]
-        delta = interval.after[:, cols] - interval.before[:, cols]
-        keep = delta.any(axis=1)
-        if keep.any():
-            idx = interval.index[keep]
-            self._pending.append(np.column_stack([idx, interval.after[keep, R["MODULE"]], delta[keep]]))
+        rows = step_rows(interval.index, interval.before, interval.after)
+        if len(rows):
+            self._pending.append(rows)
 
     def _flush(self, step: int) -> None:
         """Give what accumulated since the last boundary to `step`."""
@@ -146,35 +143,51 @@ class StepSeries:
     def frames(self, window_start_ticks: int):
         """(per-step totals, per-file per-step rows); times in seconds from
         the window start; record ids are Darshan's."""
-        ids = self._rec._ids
-        file_parts, step_rows = [], []
-        for e in self._steps:
-            rows = np.concatenate(e["rows"]) if e["rows"] else np.zeros((0, 2 + len(FIELDS)), dtype=np.int64)
-            if len(rows) > 1:
-                order = np.argsort(rows[:, 0], kind="stable")
-                rows = rows[order]
-                uniq, first = np.unique(rows[:, 0], return_index=True)
-                rows = np.column_stack([uniq, rows[first, 1], np.add.reduceat(rows[:, 2:], first, axis=0)])
-            df = pd.DataFrame(rows[:, 2:], columns=list(FIELDS))
-            df.insert(0, "module", np.where(rows[:, 1] == _native.MODULE_STDIO, "STDIO", "POSIX"))
-            df.insert(0, "record_id", ids[rows[:, 0].astype(np.int64)] if len(rows) else np.zeros(0, np.uint64))
-            df.insert(0, "step", e["step"])
-            file_parts.append(df)
-            totals = {k: int(df[k].sum()) for k in FIELDS}
-            step_rows.append({"step": e["step"], "start": (e["start"] - window_start_ticks),
-                              "end": (e["end"] - window_start_ticks), "files": len(df), **totals})
-        files = pd.concat(file_parts, ignore_index=True) if file_parts else pd.DataFrame(columns=FILE_COLUMNS)
-        steps = pd.DataFrame(step_rows, columns=STEP_COLUMNS)
-        steps[CUT_COLUMN] = (steps["step"] == self.cut_step) & (steps["step"] >= 0)
-        hz = self._clock.ticks_per_second
-        for df in (files, steps):
-            for c in TIME_FIELDS:
-                df[c] = df[c].astype(np.float64) / hz
-        steps["start"] = steps["start"].astype(np.float64) / hz
-        steps["end"] = steps["end"].astype(np.float64) / hz
-        files["record_id"] = files["record_id"].astype(np.uint64)
-        for c in FIELDS:
-            if c not in TIME_FIELDS:
-                files[c] = files[c].astype(np.int64)
-                steps[c] = steps[c].astype(np.int64)
-        return steps, files
+        return frames(self._steps, self._rec._ids, self._clock.ticks_per_second, window_start_ticks,
+                      self.cut_step)
+
+
+def step_rows(index: np.ndarray, before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """What an interval adds to a step: rows of (record index, module, the
+    series' field deltas...) for the records whose fields changed."""
+    cols = [R[f] for f in FIELDS.values()]
+    delta = after[:, cols] - before[:, cols]
+    keep = delta.any(axis=1)
+    return np.column_stack([index[keep], after[keep, R["MODULE"]], delta[keep]])
+
+
+def frames(entries: List[dict], ids: np.ndarray, ticks_per_second: float, window_start_ticks: int,
+           cut_step: Optional[int] = None):
+    """The step series' two frames from step entries ({step, start, end (ticks),
+    rows: [arrays of step_rows]}): per-step totals and per-step per-file rows."""
+    file_parts, per_step = [], []
+    for e in entries:
+        rows = np.concatenate(e["rows"]) if e["rows"] else np.zeros((0, 2 + len(FIELDS)), dtype=np.int64)
+        if len(rows) > 1:
+            order = np.argsort(rows[:, 0], kind="stable")
+            rows = rows[order]
+            uniq, first = np.unique(rows[:, 0], return_index=True)
+            rows = np.column_stack([uniq, rows[first, 1], np.add.reduceat(rows[:, 2:], first, axis=0)])
+        df = pd.DataFrame(rows[:, 2:], columns=list(FIELDS))
+        df.insert(0, "module", np.where(rows[:, 1] == _native.MODULE_STDIO, "STDIO", "POSIX"))
+        df.insert(0, "record_id", ids[rows[:, 0].astype(np.int64)] if len(rows) else np.zeros(0, np.uint64))
+        df.insert(0, "step", e["step"])
+        file_parts.append(df)
+        totals = {k: int(df[k].sum()) for k in FIELDS}
+        per_step.append({"step": e["step"], "start": (e["start"] - window_start_ticks),
+                           "end": (e["end"] - window_start_ticks), "files": len(df), **totals})
+    files = pd.concat(file_parts, ignore_index=True) if file_parts else pd.DataFrame(columns=FILE_COLUMNS)
+    steps = pd.DataFrame(per_step, columns=STEP_COLUMNS)
+    steps[CUT_COLUMN] = (steps["step"] == cut_step) & (steps["step"] >= 0)
+    hz = ticks_per_second
+    for df in (files, steps):
+        for c in TIME_FIELDS:
+            df[c] = df[c].astype(np.float64) / hz
+    steps["start"] = steps["start"].astype(np.float64) / hz
+    steps["end"] = steps["end"].astype(np.float64) / hz
+    files["record_id"] = files["record_id"].astype(np.uint64)
+    for c in FIELDS:
+        if c not in TIME_FIELDS:
+            files[c] = files[c].astype(np.int64)
+            steps[c] = steps[c].astype(np.int64)
+    return steps, files

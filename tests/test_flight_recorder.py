@@ -1,0 +1,252 @@
+"""The continuous recording and the I/O flight recorder.
+
+The ring's cut of a span equals a profiling window over the same span;
+`tfdarshan run --flight-recorder` dumps exactly once for a step made slow
+by a file on the slow FUSE tier, with that file and only the I/O up to the
+slow step's end; SIGUSR2 dumps (and the program's own handler still runs);
+a storm of slow steps is rate-limited. Step times are sleeps of 0.1 s
+against a 10x threshold, so a loaded machine cannot fake a slow step."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import slow_tier
+import tfdarshan
+from tfdarshan.capture import counters as C
+from tfdarshan.capture.recorder import RECORDER
+from tfdarshan.capture.ring import Ring
+from tfdarshan.logs.logdir import find_sessions
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _dumps(logdir):
+    return [s for s in find_sessions(logdir) if "_flight_" in s.name]
+
+
+def _log(session):
+    (stem,) = session.hosts
+    return tfdarshan.read_darshan_log(str(session.directory / f"{stem}.darshan"))
+
+
+def _tfdarshan_run(args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "tfdarshan", "run", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+# ------------------------------------------------------------------- the ring
+def test_a_cut_of_the_ring_equals_a_window_over_the_same_span(tmp_path):
+    files = []
+    for i in range(5):
+        files.append(tmp_path / f"f{i}.bin")
+        files[-1].write_bytes(os.urandom(100_000 + 7_777 * i))
+    tfdarshan.attach()
+    ring = Ring(RECORDER, 60, interval=0.05).start()
+    try:
+        with RECORDER._lock:                  # no collector interval between the two
+            window = RECORDER.open_window()
+            t0 = ring._last_end               # the window's start snapshot closed an interval
+        for rnd in range(4):                  # several intervals, with the collector between them
+            for i, p in enumerate(files):
+                with open(p, "r+b") as f:
+                    f.seek(1000 * rnd)
+                    f.read(4096 * (i + 1))
+                    f.read(10)
+                    if i % 2:
+                        f.write(b"x" * (513 * (rnd + 1)))
+                    os.fsync(f.fileno())
+            np.fromfile(files[0], dtype=np.uint8)                 # STDIO (fopen/fread) too
+            np.arange(100 * (rnd + 1), dtype=np.int64).tofile(tmp_path / "out.bin")
+            time.sleep(0.12)
+        with RECORDER._lock:
+            expected = window.close()
+            t1 = ring._last_end
+        kept = ring.intervals(t0, t1)
+        assert len(kept) >= 4
+        got = ring.window(kept, t0, t1)
+    finally:
+        ring.stop()
+    for module in C.MODULES:
+        a = expected.frame(module).sort_values("record_id").reset_index(drop=True)
+        b = got.frame(module).sort_values("record_id").reset_index(drop=True)
+        assert len(a) and list(a["path"]) == list(b["path"])
+        pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=0, atol=1e-6)
+    # the same collects bound both; a snapshot reads its clock just after its collect
+    assert got.start <= expected.start < got.start + 0.05
+    assert got.end <= expected.end < got.end + 0.05
+
+
+def test_the_ring_keeps_within_its_memory_cap_and_counts_what_it_drops(tmp_path):
+    paths = []
+    for i in range(300):
+        paths.append(tmp_path / f"s{i}.bin")
+        paths[-1].write_bytes(b"y" * 100)
+    tfdarshan.attach()
+    cap = 2 << 20                             # about six intervals of 300 records
+    ring = Ring(RECORDER, 3600, memory_cap=cap, interval=0.05).start()
+    try:
+        while ring.dropped_intervals < 3:
+            for p in paths:                   # every interval touches 300 records
+                with open(p, "rb") as f:
+                    f.read()
+            RECORDER.collect()
+        s = ring.stats()
+    finally:
+        ring.stop()
+    assert s["peak_memory"] <= cap and s["memory"] <= cap
+    assert s["dropped_seconds"] > 0 and s["intervals"] >= 1
+
+
+# --------------------------------------------------------- the flight recorder
+LOOP = """
+import os, sys, time, tfdarshan
+normal, slow, steps, slow_step = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+for i in range(steps):
+    with tfdarshan.step(i):
+        with open(normal, "rb") as f:
+            f.read()
+        time.sleep(0.1)
+        if i == slow_step:
+            with open(slow, "rb") as f:     # on the slow tier: about 3 s
+                f.read()
+"""
+
+
+def test_a_slow_step_gives_exactly_one_dump_with_the_slow_file(tmp_path):
+    why = slow_tier.unavailable()
+    if why:
+        pytest.skip(why)
+    from case_studies.slowfs import mounted
+    data = tmp_path / "data"
+    data.mkdir()
+    normal = tmp_path / "normal.bin"
+    normal.write_bytes(os.urandom(200_000))
+    (data / "slow.bin").write_bytes(os.urandom(90_000))       # one read request on the tier
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP)
+    logdir = tmp_path / "logs"
+    steps, slow_step = 36, 28
+    with mounted(str(data), str(tmp_path / "mnt"), meta_latency=0.0, read_latency=3.0, bandwidth="1G") as mnt:
+        p = _tfdarshan_run(["--logdir", str(logdir), "--flight-recorder", "60s", "--slow-factor", "10",
+                            str(script), str(normal), os.path.join(mnt, "slow.bin"), str(steps), str(slow_step)])
+        out, err = p.communicate(timeout=200)
+    assert p.returncode == 0, err[-3000:]
+    dumps = _dumps(logdir)
+    assert len(dumps) == 1, err[-3000:]
+    log = _log(dumps[0])
+    meta = log.meta["job_metadata"]
+    assert meta["source"] == "flight recorder" and meta["trigger"] == "slow step"
+    assert meta["slow_step"] == str(slow_step) and f"step {slow_step} took" in meta["reason"]
+    posix = log.posix.set_index("path")
+    slow_path = os.path.join(str(tmp_path / "mnt"), "slow.bin")
+    assert posix.loc[slow_path, "POSIX_BYTES_READ"] == 90_000
+    assert posix.loc[slow_path, "POSIX_F_READ_TIME"] > 2.9          # the tier sleeps 3 s in the read
+    # every read up to the slow step's end, and none after it (the window closes there)
+    assert posix.loc[str(normal), "POSIX_BYTES_READ"] == 200_000 * (slow_step + 1)
+    series = pd.read_parquet(next(dumps[0].directory.glob("*.steps.parquet")))
+    real = series[series["step"] >= 0]
+    assert real["step"].max() == slow_step
+    assert real.loc[real["read_time"].idxmax(), "step"] == slow_step
+    # the advisor reads the dump like any session
+    r = subprocess.run([sys.executable, "-m", "tfdarshan", "recommend", str(logdir), "--fast-tier", "/dev/shm",
+                        "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert any(slow_path == f["path"] for f in json.loads(r.stdout)["files"])
+
+
+WAIT_FOR_SIGNAL = """
+import os, pathlib, signal, sys, time, tfdarshan
+data, ready, done = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+handled = []
+signal.signal(signal.SIGUSR2, lambda *_: handled.append(1))    # the program's own handler
+fr = tfdarshan.flight_recorder(seconds=60, logdir=sys.argv[4])
+with open(data, "rb") as f:
+    f.read()
+ready.write_text("1")
+deadline = time.time() + 120
+while not done.exists() and time.time() < deadline:
+    time.sleep(0.05)
+fr.stop()
+print(len(handled))
+"""
+
+
+def test_sigusr2_dumps_and_the_programs_own_handler_still_runs(tmp_path):
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(77_777))
+    script = tmp_path / "wait.py"
+    script.write_text(WAIT_FOR_SIGNAL)
+    ready, done, logdir = tmp_path / "ready", tmp_path / "done", tmp_path / "logs"
+    p = subprocess.Popen([sys.executable, str(script), str(data), str(ready), str(done), str(logdir)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not ready.exists() and time.time() < deadline and p.poll() is None:
+            time.sleep(0.05)
+        assert ready.exists()
+        os.kill(p.pid, signal.SIGUSR2)
+        while not _dumps(logdir) and time.time() < deadline and p.poll() is None:
+            time.sleep(0.1)
+        done.write_text("1")
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 0, err[-3000:]
+    assert out.strip() == "1"                 # the program's handler ran once
+    (dump,) = _dumps(logdir)
+    log = _log(dump)
+    assert log.meta["job_metadata"]["trigger"] == "signal"
+    assert log.posix.set_index("path").loc[str(data), "POSIX_BYTES_READ"] == 77_777
+
+
+STORM = """
+import sys, time, tfdarshan
+fr = tfdarshan.flight_recorder(seconds=30, logdir=sys.argv[1], slow_factor=10, min_gap=float(sys.argv[2]),
+                               max_dumps=int(sys.argv[3]))
+for i in range(26):
+    with tfdarshan.step(i):
+        time.sleep(0.1 if i < 20 else 1.5)     # six steps 15x the median
+fr.stop()
+print(sum(fr.suppressed.values()))
+"""
+
+
+@pytest.mark.parametrize("min_gap,max_dumps,expected", [(600, 10, 1), (0, 2, 2)])
+def test_a_storm_of_slow_steps_is_rate_limited(tmp_path, min_gap, max_dumps, expected):
+    script = tmp_path / "storm.py"
+    script.write_text(STORM)
+    logdir = tmp_path / "logs"
+    r = subprocess.run([sys.executable, str(script), str(logdir), str(min_gap), str(max_dumps)],
+                       capture_output=True, text=True, timeout=200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    dumps = _dumps(logdir)
+    assert len(dumps) == expected
+    # each of the six slow steps triggered; what did not dump was counted
+    assert int(r.stdout.strip()) >= 6 - expected
+    triggers = {_log(d).meta["job_metadata"]["trigger"] for d in dumps}
+    assert triggers == {"slow step"}
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--flight-recorder", "soon"], "not a duration"),
+    (["--flight-recorder", "10s", "--steps", "1:2"], "do not go together"),
+    (["--flight-recorder", "10s", "--slow-factor", "1"], "above 1"),
+    (["--flight-recorder", "10s", "--ring-memory", "10%"], "--ring-memory"),
+])
+def test_bad_flight_recorder_options_are_one_line_errors(tmp_path, args, message):
+    script = tmp_path / "s.py"
+    script.write_text("print('ran')\n")
+    r = subprocess.run([sys.executable, "-m", "tfdarshan", "run", "--logdir", str(tmp_path / "l"), *args,
+                        str(script)], capture_output=True, text=True, timeout=60)
+    # argparse's usage line may come first, as everywhere in the CLI; the error is one line
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert message in r.stderr.strip().splitlines()[-1] and "ran" not in r.stdout
+    assert not (tmp_path / "l").exists()

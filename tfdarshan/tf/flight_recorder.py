@@ -1,0 +1,275 @@
+"""The I/O flight recorder: for the job that is slow at 3 a.m. when nobody
+is profiling. It keeps the last N seconds of per-file I/O in a bounded ring
+(capture/ring.py) and writes an ordinary session (Darshan log, step series;
+no XPlane) when
+
+  - a step takes longer than `slow_factor` times the median of the recent
+    steps (after `warmup_steps` steps): the dump covers that step and the
+    seconds before it;
+  - the process gets SIGUSR2;
+  - Python asks (`FlightRecorder.dump()`).
+
+Automatic dumps (slow steps, signals) are rate-limited: at most one every
+`min_gap` seconds and `max_dumps` in all, so a sick job does not fill the
+disk; the triggers left out are counted and named in the next dump.
+
+Steps are the same markers the step series uses (Keras batches,
+Trace(step_num=...), tfdarshan.step). Step ends close an interval when the
+last one is at least an interval old, so a step's I/O is exact to within
+one interval (100 ms): steps shorter than that share intervals, and an
+interval's I/O goes to the step in which it closed."""
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import os
+import pathlib
+import queue
+import signal
+import statistics
+import threading
+import time
+from typing import Deque, Dict, List, Optional
+
+import numpy as np
+
+from tfdarshan.capture import _native
+from tfdarshan.capture.recorder import RECORDER
+from tfdarshan.capture.ring import DEFAULT_INTERVAL, DEFAULT_MEMORY, Ring
+from tfdarshan.logs.logdir import session_root
+from tfdarshan.tf import session as session_mod, steps as S
+
+log = logging.getLogger("tfdarshan")
+
+SLOW_STEP, SIGNAL, ON_DEMAND = "slow step", "signal", "on demand"
+SOURCE = "flight recorder"
+MEDIAN_OF = 200            # the running median is over this many recent steps
+POLL = 0.25                # how often the writer looks for a signal that came in
+
+
+class FlightRecorder:
+    def __init__(self, logdir, seconds: float = 120.0, *, slow_factor: float = 3.0, warmup_steps: int = 20,
+                 min_gap: float = 300.0, max_dumps: int = 10, memory_cap: int = DEFAULT_MEMORY,
+                 interval: float = DEFAULT_INTERVAL, on_signal: bool = True):
+        if seconds <= 0 or slow_factor <= 1 or warmup_steps < 1 or min_gap < 0 or max_dumps < 0:
+            raise ValueError("flight recorder: need seconds > 0, slow_factor > 1, warmup_steps >= 1, "
+                             "min_gap >= 0 and max_dumps >= 0")
+        self.logdir = pathlib.Path(logdir)
+        self.seconds = float(seconds)
+        self.slow_factor, self.warmup_steps = float(slow_factor), int(warmup_steps)
+        self.min_gap, self.max_dumps = float(min_gap), int(max_dumps)
+        # a slow step longer than `seconds` is still covered from its start, within reason
+        self.ring = Ring(RECORDER, self.seconds * 2, memory_cap=memory_cap, interval=interval)
+        self.on_signal = on_signal
+        self.dumps: List[pathlib.Path] = []
+        self.suppressed: Dict[str, int] = collections.Counter()
+        self._since_last: Dict[str, int] = collections.Counter()
+        self._durations: Deque[float] = collections.deque(maxlen=MEDIAN_OF)
+        self._steps: Deque[tuple] = collections.deque()     # (step, start, end) ticks, recent
+        self._begun: Dict[int, int] = {}
+        self._last_end: Optional[int] = None
+        self._last_dump_at: Optional[float] = None
+        self._auto_dumps = 0
+        self._lock = threading.Lock()
+        self._requests: "queue.Queue" = queue.Queue()
+        self._signal_at: Optional[int] = None
+        self._previous_handler = None
+        self._stopping = threading.Event()
+        self._writer: Optional[threading.Thread] = None
+
+    # ------------------------------------------------------------ running
+    def start(self) -> "FlightRecorder":
+        self.ring.start()
+        self._hz = RECORDER.clock.ticks_per_second
+        S.observers.append(self._on_step)
+        if self.on_signal and threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGUSR2)
+            if previous is not signal.SIG_IGN:
+                self._previous_handler = previous
+                signal.signal(signal.SIGUSR2, self._on_sigusr2)
+        self._writer = threading.Thread(target=self._write_loop, name="tfdarshan-flight-recorder", daemon=True)
+        self._writer.start()
+        atexit.register(self.stop)
+        return self
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop recording; dumps already asked for are written first."""
+        if self._stopping.is_set():
+            return
+        if self._on_step in S.observers:
+            S.observers.remove(self._on_step)
+        if signal.getsignal(signal.SIGUSR2) == self._on_sigusr2 and \
+                threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGUSR2, self._previous_handler or signal.SIG_DFL)
+        self._requests.put(None)
+        if self._writer is not None:
+            self._writer.join(timeout)
+        self._stopping.set()
+        self.ring.stop()
+
+    def stats(self) -> dict:
+        return {**self.ring.stats(), "dumps": [str(d) for d in self.dumps],
+                "suppressed": dict(self.suppressed)}
+
+    # -------------------------------------------------------------- steps
+    def _on_step(self, event: str, step: int) -> None:
+        now = _native.now_ticks()
+        if event == "begin":
+            self._begun = {step: now}
+            return
+        began = self._begun.pop(step, None)
+        start = self._last_end if self._last_end is not None else began
+        self._last_end = now
+        ref = began if began is not None else start
+        duration = (now - ref) / self._hz if ref is not None else 0.0
+        with self._lock:
+            self._steps.append((step, start if start is not None else now, now))
+            horizon = now - int(self.ring.seconds * self._hz)
+            while self._steps and self._steps[0][2] < horizon:
+                self._steps.popleft()
+        slow = None
+        if len(self._durations) >= self.warmup_steps:
+            median = statistics.median(self._durations)
+            if median > 0 and duration > self.slow_factor * median:
+                slow = median
+        self._durations.append(duration)
+        if slow is not None:
+            self._trigger(SLOW_STEP, f"step {step} took {_seconds(duration)}, "
+                          f"{duration / slow:.1f}\u00d7 the median ({_seconds(slow)})",
+                          start=began if began is not None else start, step=step)
+        elif (now - (self.ring._last_end or 0)) / self._hz >= self.ring.interval:
+            RECORDER.collect()          # step ends as interval boundaries, at most one per interval
+
+    # ------------------------------------------------------------ triggers
+    def _on_sigusr2(self, signum, frame) -> None:
+        # no locks here: the handler runs between bytecodes of whatever the
+        # main thread was doing, possibly inside this module; the writer polls
+        self._signal_at = _native.now_ticks()
+        prev = self._previous_handler
+        if callable(prev):
+            prev(signum, frame)
+
+    def _allowed(self, kind: str) -> bool:
+        """The rate limit of automatic dumps; counts what it leaves out."""
+        with self._lock:
+            now = time.monotonic()
+            if self._auto_dumps >= self.max_dumps or \
+                    (self._last_dump_at is not None and now - self._last_dump_at < self.min_gap):
+                self.suppressed[kind] += 1
+                self._since_last[kind] += 1
+                return False
+            self._auto_dumps += 1
+            self._last_dump_at = now
+            return True
+
+    def _trigger(self, kind: str, reason: str, *, start: Optional[int] = None, step: Optional[int] = None) -> None:
+        if not self._allowed(kind):
+            return
+        with RECORDER._lock:
+            RECORDER.collect()          # the window ends here, on an interval boundary
+            end = self.ring._last_end
+        self._requests.put((kind, reason, start, end, step))
+
+    def dump(self, reason: str = "asked from Python") -> Optional[pathlib.Path]:
+        """Write the last `seconds` now (not rate-limited); the session directory."""
+        with RECORDER._lock:
+            RECORDER.collect()
+            end = self.ring._last_end
+        return self._write(ON_DEMAND, reason, None, end, None)
+
+    def _write_loop(self) -> None:
+        while True:
+            try:
+                req = self._requests.get(timeout=POLL)
+            except queue.Empty:
+                req = ()
+            if self._signal_at is not None:
+                self._signal_at = None
+                if self._allowed(SIGNAL):
+                    with RECORDER._lock:
+                        RECORDER.collect()
+                        end = self.ring._last_end
+                    self._safely(SIGNAL, f"SIGUSR2 received by pid {os.getpid()}", None, end, None)
+            if req is None:
+                return
+            if req:
+                self._safely(*req)
+
+    def _safely(self, *req) -> None:
+        try:
+            self._write(*req)
+        except Exception as e:          # noqa: BLE001 - the job goes on without its dump
+            log.warning("tfdarshan: the flight recorder could not write a dump: %s", e)
+
+    # -------------------------------------------------------------- dumps
+    def _write(self, kind: str, reason: str, start: Optional[int], end: int,
+               step: Optional[int]) -> Optional[pathlib.Path]:
+        hz = self._hz
+        t0 = end - int(self.seconds * hz)
+        if start is not None:
+            t0 = min(t0, start - 1)
+        kept = self.ring.intervals(t0, end)
+        first = kept[0].start if kept else end
+        snap = self.ring.window(kept, first, end)
+        with self._lock:
+            marks = [m for m in self._steps if first < m[2] <= end]
+            since, self._since_last = dict(self._since_last), collections.Counter()
+        steps_df, files_df = S.frames(_step_entries(kept, marks, first, end), RECORDER._ids, hz, first)
+        held = (end - first) / hz
+        wanted = (end - t0) / hz
+        meta = {"trigger": kind, "reason": reason, "window_seconds": f"{held:.3f}"}
+        if step is not None:
+            meta["slow_step"] = str(step)
+        if held + self.ring.interval < wanted:
+            why = ("the ring's memory cap dropped the rest" if self.ring.dropped_intervals
+                   else "the recorder started then")
+            meta["window_note"] = f"covers the last {held:.1f} s of the {wanted:.1f} s asked for: {why}"
+        if since:
+            meta["suppressed_before"] = ", ".join(f"{n} {k}" for k, n in sorted(since.items()))
+        with self._lock:
+            n = len(self.dumps) + 1
+        wall = time.time() - (_native.now_ticks() - first) / hz
+        run_dir = session_root(self.logdir, beside_xprof=False) / \
+            f"{session_mod.run_directory_name(wall)}_flight_{os.getpid()}_{n}"
+        session = session_mod.ProfileSession.of_window(RECORDER, snap, steps_df, files_df, label=SOURCE)
+        session.write(run_dir, metadata=meta)
+        with self._lock:
+            self.dumps.append(run_dir)
+        log.warning("tfdarshan: flight recorder (%s: %s) wrote %s", kind, reason, run_dir)
+        return run_dir
+
+
+def _step_entries(kept, marks, first: int, end: int) -> List[dict]:
+    """Step entries for the series: each kept interval goes to the first step
+    that ended at or after it closed; what closed after the last step's end
+    goes to that step (its end moves to the window's end)."""
+    if not marks:
+        rows = [S.step_rows(k.interval.index, k.interval.before, k.interval.after) for k in kept]
+        return [{"step": S.WINDOW_STEP, "start": first, "end": end, "rows": rows}]
+    ends = np.array([m[2] for m in marks])
+    entries = [{"step": step, "start": max(s, first), "end": e, "rows": []} for step, s, e in marks]
+    for k in kept:
+        i = min(int(np.searchsorted(ends, k.end, side="left")), len(entries) - 1)
+        entries[i]["rows"].append(S.step_rows(k.interval.index, k.interval.before, k.interval.after))
+    entries[-1]["end"] = max(entries[-1]["end"], end)
+    return entries
+
+
+def _seconds(s: float) -> str:
+    return f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.1f} s"
+
+
+_current: Optional[FlightRecorder] = None
+_current_lock = threading.Lock()
+
+
+def start(logdir, seconds: float = 120.0, **policy) -> FlightRecorder:
+    """The process's flight recorder, started (one per process)."""
+    global _current
+    with _current_lock:
+        if _current is not None and not _current._stopping.is_set():
+            raise RuntimeError("a flight recorder is already running in this process; "
+                               "use it (tfdarshan.flight_recorder() returned it) or stop() it first")
+        _current = FlightRecorder(logdir, seconds, **policy).start()
+        return _current
