@@ -127,3 +127,38 @@ def test_local_sessions_are_not_taken_for_captures(tf, tmp_path):
     # three sessions of this process (two in one second share XProf's run directory: <host>_<pid>)
     host = socket.gethostname()
     assert len(logs) == 3 and all(x.name == f"{host}.darshan" or x.name.startswith(f"{host}_") for x in logs), logs
+
+
+def test_tensorboards_capture_button_records_io(tf, tmp_path):
+    """The Profile tab's "Capture Profile" button: TensorBoard's XProf plugin
+    asks the worker's profiler server for the trace (its capture route, as
+    the button's dialog calls it); the worker writes its XPlane and ours
+    into TensorBoard's log directory, and the I/O tab lists the session."""
+    from tb_helpers import fetch, tensorboard
+    (port, _, data), = workers = start_workers(tmp_path, 1)
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    try:
+        with tensorboard(logdir) as url:
+            t_call = time.time()
+            status, _, body = fetch(url, f"/data/plugin/profile/capture_profile?service_addr=127.0.0.1:{port}"
+                                         "&duration=2000&num_retry=0&host_tracer_level=2")
+            t_return = time.time()
+            assert status == 200 and b"error" not in body.lower(), body[:500]
+            (log,) = wait_for(logdir, "plugins/profile/*/*.darshan", 1)
+            deadline = time.time() + 60        # the tab re-reads the log directory every few seconds
+            while True:
+                status, _, body = fetch(url, "/data/plugin/tfdarshan/runs")
+                listed = [h for r in json.loads(body)["runs"] for s in r["sessions"] for h in s["hosts"]]
+                if listed or time.time() > deadline:
+                    break
+                time.sleep(0.5)
+            assert status == 200 and listed == [f"127.0.0.1_{port}"]
+    finally:
+        (worker_reads,) = finish(tmp_path, workers)
+    snap = tfdarshan.read_darshan_log(log)
+    got = int(snap.posix.loc[snap.posix["path"] == str(data), "POSIX_BYTES_READ"].sum())
+    around = sum(n for t, n in worker_reads if t_call - SLACK <= t <= t_return + SLACK)
+    during_capture = sum(n for t, n in worker_reads if t_return - 1.5 <= t <= t_return - 0.5)
+    # the capture's reads are in the log (those well inside its 2 s), none from outside the call
+    assert 0 < during_capture <= got <= around, (got, during_capture, around)
