@@ -42,12 +42,20 @@ def _tfdarshan_run(args, **kw):
 
 
 # ------------------------------------------------------------------- the ring
-def test_a_cut_of_the_ring_equals_a_window_over_the_same_span(tmp_path):
+@pytest.fixture
+def attached():
+    """Attached for the test; the process is left as it was found."""
+    fresh = tfdarshan.attach()
+    yield
+    if fresh:
+        tfdarshan.detach()
+
+
+def test_a_cut_of_the_ring_equals_a_window_over_the_same_span(tmp_path, attached):
     files = []
     for i in range(5):
         files.append(tmp_path / f"f{i}.bin")
         files[-1].write_bytes(os.urandom(100_000 + 7_777 * i))
-    tfdarshan.attach()
     ring = Ring(RECORDER, 60, interval=0.05).start()
     try:
         with RECORDER._lock:                  # no collector interval between the two
@@ -83,12 +91,11 @@ def test_a_cut_of_the_ring_equals_a_window_over_the_same_span(tmp_path):
     assert got.end <= expected.end < got.end + 0.05
 
 
-def test_the_ring_keeps_within_its_memory_cap_and_counts_what_it_drops(tmp_path):
+def test_the_ring_keeps_within_its_memory_cap_and_counts_what_it_drops(tmp_path, attached):
     paths = []
     for i in range(300):
         paths.append(tmp_path / f"s{i}.bin")
         paths[-1].write_bytes(b"y" * 100)
-    tfdarshan.attach()
     cap = 2 << 20                             # about six intervals of 300 records
     ring = Ring(RECORDER, 3600, memory_cap=cap, interval=0.05).start()
     try:

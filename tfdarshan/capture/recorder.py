@@ -29,19 +29,32 @@ MODULE_NAMES = {_native.MODULE_POSIX: "POSIX", _native.MODULE_STDIO: "STDIO"}
 STD_STREAMS = {"<STDIN>", "<STDOUT>", "<STDERR>"}
 
 
+NO_VALUES = np.zeros((0, 4), dtype=np.int64)
+
+
 class Interval:
     """One collect: the records touched, their totals before and after, and
-    the access-size/stride frequencies of the POSIX records whose
-    frequencies changed (record index -> rows of kind, value, count)."""
-    __slots__ = ("index", "before", "after", "segments", "heat", "epoch", "now_ticks",
-                 "values_before", "values_after")
+    the access-size/stride frequencies of the records whose frequencies
+    changed, as they are after it (rows of record index, kind, value, count)."""
+    __slots__ = ("index", "before", "after", "segments", "heat", "epoch", "now_ticks", "values")
 
-    def __init__(self, index, before, after, segments, heat, epoch, now_ticks,
-                 values_before=None, values_after=None):
+    def __init__(self, index, before, after, segments, heat, epoch, now_ticks, values=NO_VALUES):
         self.index, self.before, self.after = index, before, after
         self.segments, self.heat, self.epoch, self.now_ticks = segments, heat, epoch, now_ticks
-        self.values_before = values_before or {}
-        self.values_after = values_after or {}
+        self.values = values
+
+
+def latest_values(parts: List[np.ndarray]) -> np.ndarray:
+    """Frequency rows from chunks in time order, each record's from the
+    newest chunk that has it (a chunk holds a record's whole table)."""
+    parts = [x for x in parts if len(x)]
+    if len(parts) <= 1:
+        return parts[0] if parts else NO_VALUES
+    rows = np.concatenate(parts)
+    chunk = np.repeat(np.arange(len(parts)), [len(x) for x in parts])
+    newest = np.full(int(rows[:, 0].max()) + 1, -1, dtype=np.int64)
+    np.maximum.at(newest, rows[:, 0], chunk)
+    return rows[chunk == newest[rows[:, 0]]]
 
     def delta(self, field: str) -> np.ndarray:
         return self.after[:, R[field]] - self.before[:, R[field]]
@@ -95,8 +108,11 @@ class Recorder:
         self._seen = np.zeros(0, dtype=bool)
         self._ids = np.zeros(0, dtype=np.uint64)
         self._paths = np.zeros(0, dtype=object)
+        self._named = np.zeros(0, dtype=bool)        # _paths[i] is known
         self._modules = np.zeros(0, dtype=np.int64)
-        self._values: Dict[int, np.ndarray] = {}
+        # frequency rows (index, kind, value, count): a folded base, then each
+        # collect's; folded when read, or when the chunks outgrow the base
+        self._values: List[np.ndarray] = []
         self._log: List[list] = []          # [seq, index, interval extremes]
         self._live = collections.Counter()  # seqs of live snapshots
         self._windows: "weakref.WeakSet[Window]" = weakref.WeakSet()
@@ -185,6 +201,7 @@ class Recorder:
         self._seen = np.concatenate([self._seen, np.zeros(cap - old, dtype=bool)])
         self._ids = np.concatenate([self._ids, np.zeros(cap - old, dtype=np.uint64)])
         self._paths = np.concatenate([self._paths, np.full(cap - old, None, dtype=object)])
+        self._named = np.concatenate([self._named, np.zeros(cap - old, dtype=bool)])
         self._modules = np.concatenate([self._modules, np.zeros(cap - old, dtype=np.int64)])
 
     def collect(self) -> Optional[Interval]:
@@ -201,32 +218,28 @@ class Recorder:
             self._grow(got.n_records)
             idx = got.rows[:, R["INDEX"]] if len(got.rows) else np.zeros(0, dtype=np.int64)
             fresh = np.concatenate([idx, got.segments[:, 0]]) if len(got.segments) else idx
-            for i in np.unique(fresh[self._paths[fresh] == None]) if len(fresh) else ():  # noqa: E711
+            for i in np.unique(fresh[~self._named[fresh]]) if len(fresh) else ():
                 rid, mod, path = _native.record_info(int(i))
                 self._ids[i], self._modules[i], self._paths[i] = rid, mod, os.fsdecode(path)
-            before = self._cum[idx].copy()
+                self._named[i] = True
+            before = self._cum[idx]          # fancy indexing copies
             self._cum[idx] = got.rows
             self._ext[idx] = combine_extremes(self._ext[idx], got.rows[:, I0:I0 + NE])
             self._seen[idx] = True
-            values_before, values_after = {}, {}
             if len(got.values):
-                order = np.argsort(got.values[:, 0], kind="stable")
-                vals = got.values[order]
-                uniq, starts = np.unique(vals[:, 0], return_index=True)
-                for i, part in zip(uniq, np.split(vals[:, 1:], starts[1:])):
-                    # arrays are replaced, never changed: keeping references is enough
-                    values_before[int(i)] = self._values.get(int(i))
-                    self._values[int(i)] = values_after[int(i)] = part
+                self._values.append(got.values)
+                if sum(map(len, self._values[1:])) > max(len(self._values[0]), 1 << 16):
+                    self._values = [latest_values(self._values)]
             self._meta.update(folded_files=got.folded_files, trace_dropped=got.trace_dropped,
                               threads=got.n_threads, seq=got.epoch, heat_unbinned=got.heat_unbinned)
             # heat stays numpy here: this runs at every step boundary
             heat = (got.heat, got.heat_bin_ticks / self._clock.ticks_per_second)
             self._heat.add_fine(*heat)
-            if len(idx):
+            if len(idx) and self._live:      # extremes only while a snapshot may need them
                 self._log.append([got.epoch, idx, got.rows[:, I0:I0 + NE].copy()])
             self._compact()
             interval = Interval(idx, before, got.rows, got.segments, heat, got.epoch, got.now_ticks,
-                                values_before, values_after)
+                                got.values)
             for w in list(self._windows):
                 w._feed(interval)
             for fn in list(self._listeners):
@@ -266,21 +279,27 @@ class Recorder:
         seq = self._meta["seq"]
         idx = np.nonzero(self._seen)[0]
         end = float(self.clock.seconds(np.array([_native.now_ticks()]))[0]) if self._clock else 0.0
-        snap = self.snapshot_of(idx, self._cum[idx], self._ext[idx], self._values,
+        snap = self.snapshot_of(idx, self._cum[idx], self._ext[idx], self.values(),
                                 {"seq": seq, "end": end, "recorder": id(self)}, self._heat.rows(),
                                 self._window_extremes)
         self._live[seq] += 1
         weakref.finalize(snap, self._release, seq)
         return snap
 
+    def values(self) -> np.ndarray:
+        """Every record's frequency rows as of the last collect."""
+        with self._lock:
+            self._values = [latest_values(self._values)] if self._values else []
+            return self._values[0] if self._values else NO_VALUES
+
     @property
     def clock(self) -> _native.Clock:
         return self._clock or _native.Clock(0, 1e9, 0.0, False)
 
-    def snapshot_of(self, idx: np.ndarray, cum: np.ndarray, ext: np.ndarray, values: Dict[int, np.ndarray],
+    def snapshot_of(self, idx: np.ndarray, cum: np.ndarray, ext: np.ndarray, values: np.ndarray,
                     meta: Dict, heat: pd.DataFrame, extremes=None) -> Snapshot:
         """A Snapshot of the given records: their running totals `cum`, extremes
-        `ext` and access-size frequencies `values` (by record index)."""
+        `ext` and access-size frequency rows `values` (index, kind, value, count)."""
         rows = np.hstack([cum, ext])
         clock = self.clock
         frames, extra = {}, []
@@ -302,10 +321,8 @@ class Recorder:
             extra.append(pd.DataFrame({"record_id": self._ids[mi], "module": module,
                                        "ZERO_READS": mrows[:, R["ZERO_READS"]]}))
         posix_idx = idx[self._modules[idx] == _native.MODULE_POSIX]
-        parts = [np.column_stack([np.full(len(values[i]), i), values[i]])
-                 for i in posix_idx if values.get(int(i)) is not None]
-        if parts:
-            v = np.concatenate(parts)
+        v = values[np.isin(values[:, 0], posix_idx)]
+        if len(v):
             values_df = pd.DataFrame({"record_id": self._ids[v[:, 0]], "kind": v[:, 1].astype(np.int8),
                                       "value": v[:, 2], "count": v[:, 3]})
         else:

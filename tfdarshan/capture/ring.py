@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.capture import _native, heatmap as H
-from tfdarshan.capture.recorder import I0, NE, W, Interval, Recorder, fold_extremes
+from tfdarshan.capture.recorder import I0, NE, W, Interval, Recorder, fold_extremes, latest_values
 from tfdarshan.capture.snapshot import Snapshot
 
 DEFAULT_INTERVAL = 0.1
@@ -38,9 +38,7 @@ class Kept:
 
 
 def _nbytes(iv: Interval) -> int:
-    n = iv.index.nbytes + iv.before.nbytes + iv.after.nbytes + iv.heat[0].nbytes
-    n += sum(v.nbytes for v in iv.values_after.values() if v is not None)
-    # the frequencies before are the previous interval's after: shared, not counted twice
+    n = iv.index.nbytes + iv.before.nbytes + iv.after.nbytes + iv.heat[0].nbytes + iv.values.nbytes
     return n + 200      # the entry's own objects
 
 
@@ -56,6 +54,8 @@ class Ring:
         self._kept: Deque[Kept] = collections.deque()
         self._lock = threading.Lock()
         self._last_end: Optional[int] = None
+        # frequency rows as they were before the oldest kept interval (chunks, folded lazily)
+        self._base: List[np.ndarray] = []
         self.nbytes = 0
         self.peak_nbytes = 0
         self.dropped_intervals = 0       # evicted by the cap while still inside `seconds`
@@ -69,9 +69,10 @@ class Ring:
     # ------------------------------------------------------------ running
     def start(self) -> "Ring":
         self._rec.attach()
-        self._rec.add_listener(self._on_interval)
         with self._rec._lock:
             self._rec.collect()          # the ring starts at an interval boundary
+            self._base = [self._rec.values()]
+            self._rec.add_listener(self._on_interval)
         self._thread = threading.Thread(target=self._run, name="tfdarshan-ring", daemon=True)
         self._thread.start()
         return self
@@ -123,6 +124,9 @@ class Ring:
             while self._kept and (self._kept[0].end <= horizon or self.nbytes + room > self.memory_cap):
                 k = self._kept.popleft()
                 self.nbytes -= k.nbytes
+                self._base.append(k.interval.values)
+                if sum(map(len, self._base[1:])) > max(len(self._base[0]), 1 << 16):
+                    self._base = [latest_values(self._base)]
                 if k.end > horizon:
                     self.dropped_intervals += 1
                     self.dropped_seconds += (k.end - k.start) / hz
@@ -167,11 +171,10 @@ class Ring:
             idx = np.zeros(0, dtype=np.int64)
             earlier_rows = later_rows = np.zeros((0, W), dtype=np.int64)
             ext_idx, ext = idx, np.zeros((0, NE), dtype=np.int64)
-        values_earlier, values_later = {}, {}
-        for iv in ivs:
-            for i, v in iv.values_after.items():
-                values_earlier.setdefault(i, iv.values_before.get(i))
-                values_later[i] = v
+        with self._lock:
+            before_window = [k.interval.values for k in self._kept if k.end <= t0]
+            values_earlier = latest_values(self._base + before_window)
+        values_later = latest_values([values_earlier] + [iv.values for iv in ivs])
         exact = rec.extremes_frames(ext_idx, ext)
         seconds = clock.seconds(np.array([t0, t1]))
         empty_ext = np.zeros((len(idx), NE), dtype=np.int64)
