@@ -76,9 +76,9 @@ def test_a_cut_of_the_ring_equals_a_window_over_the_same_span(tmp_path, attached
         with RECORDER._lock:
             expected = window.close()
             t1 = ring._last_end
-        kept = ring.intervals(t0, t1)
-        assert len(kept) >= 4
-        got = ring.window(kept, t0, t1)
+        cut = ring.cut(t0, t1)
+        assert len(cut.pieces) >= 4
+        got = ring.window(cut)
     finally:
         ring.stop()
     for module in C.MODULES:

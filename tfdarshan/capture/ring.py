@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.capture import _native, heatmap as H
-from tfdarshan.capture.recorder import I0, NE, W, Interval, Recorder, fold_extremes, latest_values
+from tfdarshan.capture.recorder import I0, NE, R, W, Interval, Recorder, fold_extremes, latest_values
 from tfdarshan.capture.snapshot import Snapshot
 
 DEFAULT_INTERVAL = 0.1
@@ -30,19 +30,48 @@ DEFAULT_MEMORY = 64 << 20
 
 @dataclasses.dataclass
 class Kept:
-    """One interval of the ring: (start, end] in ticks, and what changed."""
+    """One interval of the ring: (start, end] in ticks; its rows are
+    arena[offset:offset + n]."""
     start: int
     end: int
-    interval: Interval
-    nbytes: int
+    offset: int
+    n: int
+    values: np.ndarray
+    heat: tuple
+    extra_bytes: int
 
 
-def _nbytes(iv: Interval) -> int:
-    n = iv.index.nbytes + iv.before.nbytes + iv.after.nbytes + iv.heat[0].nbytes + iv.values.nbytes
-    return n + 200      # the entry's own objects
+@dataclasses.dataclass
+class Piece:
+    """One interval of a cut, copied out of the arena."""
+    start: int
+    end: int
+    index: np.ndarray
+    before: np.ndarray
+    after: np.ndarray
+    values: np.ndarray
+    heat: tuple
+
+
+@dataclasses.dataclass
+class Cut:
+    """The intervals that closed in (t0, t1], and every record's frequency
+    rows as they were before the first of them."""
+    t0: int
+    t1: int
+    pieces: List[Piece]
+    values_before: np.ndarray
+
+
+ROW_BYTES = 2 * W * 8          # a record's totals before and after an interval
+R_INDEX = R["INDEX"]
 
 
 class Ring:
+    """The rows live in one preallocated arena (before and after totals), so
+    keeping an interval is a copy into memory touched once, not a new
+    allocation: the cap holds and steady state takes no page faults."""
+
     def __init__(self, recorder: Recorder, seconds: float, *, memory_cap: int = DEFAULT_MEMORY,
                  interval: float = DEFAULT_INTERVAL):
         if seconds <= 0 or interval <= 0 or memory_cap <= 0:
@@ -51,12 +80,19 @@ class Ring:
         self.seconds = float(seconds)
         self.interval = float(interval)
         self.memory_cap = int(memory_cap)
+        # seven eighths of the cap for rows, the rest for frequencies and heat bins
+        self._row_cap = max(1, self.memory_cap * 7 // 8 // ROW_BYTES)
+        self._extra_cap = self.memory_cap - self._row_cap * ROW_BYTES
+        self._before: Optional[np.ndarray] = None
+        self._after: Optional[np.ndarray] = None
+        self._head = 0
+        self._rows = 0
+        self._extra = 0
         self._kept: Deque[Kept] = collections.deque()
         self._lock = threading.Lock()
         self._last_end: Optional[int] = None
         # frequency rows as they were before the oldest kept interval (chunks, folded lazily)
         self._base: List[np.ndarray] = []
-        self.nbytes = 0
         self.peak_nbytes = 0
         self.dropped_intervals = 0       # evicted by the cap while still inside `seconds`
         self.dropped_seconds = 0.0
@@ -65,6 +101,10 @@ class Ring:
         self.started = time.monotonic()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+
+    @property
+    def nbytes(self) -> int:
+        return self._rows * ROW_BYTES + self._extra
 
     # ------------------------------------------------------------ running
     def start(self) -> "Ring":
@@ -103,43 +143,67 @@ class Ring:
         start = self._last_end if self._last_end is not None else iv.now_ticks
         self._last_end = iv.now_ticks
         self.collects += 1
-        if len(iv.index) == 0 and not len(iv.heat[0]):
-            self._expire(iv.now_ticks)
-            return
-        k = Kept(start, iv.now_ticks, iv, _nbytes(iv))
-        self._expire(iv.now_ticks, room=k.nbytes)      # room first: the cap is never exceeded
-        with self._lock:
-            if k.nbytes <= self.memory_cap:
-                self._kept.append(k)
-                self.nbytes += k.nbytes
-                self.peak_nbytes = max(self.peak_nbytes, self.nbytes)
-            else:                        # one interval larger than the whole cap
-                self.dropped_intervals += 1
-                self.dropped_seconds += (k.end - k.start) / self._rec.clock.ticks_per_second
-
-    def _expire(self, now: int, room: int = 0) -> None:
+        n = len(iv.index)
         hz = self._rec.clock.ticks_per_second
-        horizon = now - int(self.seconds * hz)
         with self._lock:
-            while self._kept and (self._kept[0].end <= horizon or self.nbytes + room > self.memory_cap):
-                k = self._kept.popleft()
-                self.nbytes -= k.nbytes
-                self._base.append(k.interval.values)
-                if sum(map(len, self._base[1:])) > max(len(self._base[0]), 1 << 16):
-                    self._base = [latest_values(self._base)]
-                if k.end > horizon:
-                    self.dropped_intervals += 1
-                    self.dropped_seconds += (k.end - k.start) / hz
+            horizon = iv.now_ticks - int(self.seconds * hz)
+            if n == 0 and not len(iv.heat[0]):
+                self._evict(horizon, 0, 0, 0)
+                return
+            extra = iv.values.nbytes + iv.heat[0].nbytes + 200
+            if n > self._row_cap or extra > self._extra_cap:
+                self._evict(horizon, 0, 0, 0)
+                self.dropped_intervals += 1      # one interval larger than the whole cap
+                self.dropped_seconds += (iv.now_ticks - start) / hz
+                return
+            if self._head + n > self._row_cap:
+                self._head = 0                   # wrap: the oldest rows are at the start
+            self._evict(horizon, self._head, n, extra)
+            if self._after is None:
+                self._before = np.empty((self._row_cap, W), dtype=np.int64)
+                self._after = np.empty((self._row_cap, W), dtype=np.int64)
+            at = self._head
+            self._before[at:at + n] = iv.before
+            self._after[at:at + n] = iv.after
+            self._head += n
+            self._kept.append(Kept(start, iv.now_ticks, at, n, iv.values, iv.heat, extra))
+            self._rows += n
+            self._extra += extra
+            self.peak_nbytes = max(self.peak_nbytes, self.nbytes)
+
+    def _evict(self, horizon: int, at: int, n: int, extra: int) -> None:
+        """Drop the oldest intervals: past the horizon, in the arena rows
+        [at, at + n) about to be written, or crowding out `extra` bytes."""
+        hz = self._rec.clock.ticks_per_second
+        while self._kept:
+            k = self._kept[0]
+            overlaps = n and k.offset < at + n and at < k.offset + k.n
+            if not (k.end <= horizon or overlaps or self._extra + extra > self._extra_cap):
+                break
+            self._kept.popleft()
+            self._rows -= k.n
+            self._extra -= k.extra_bytes
+            self._base.append(k.values)
+            if sum(map(len, self._base[1:])) > max(len(self._base[0]), 1 << 16):
+                self._base = [latest_values(self._base)]
+            if k.end > horizon:
+                self.dropped_intervals += 1
+                self.dropped_seconds += (k.end - k.start) / hz
 
     # ------------------------------------------------------------ reading
     def oldest_ticks(self) -> Optional[int]:
         with self._lock:
             return self._kept[0].start if self._kept else None
 
-    def intervals(self, t0: int, t1: int) -> List[Kept]:
-        """The kept intervals that closed in (t0, t1]."""
+    def cut(self, t0: int, t1: int) -> Cut:
+        """The kept intervals that closed in (t0, t1], copied out."""
         with self._lock:
-            return [k for k in self._kept if t0 < k.end <= t1]
+            pieces = [Piece(k.start, k.end, self._after[k.offset:k.offset + k.n, R_INDEX].copy(),
+                            self._before[k.offset:k.offset + k.n].copy(),
+                            self._after[k.offset:k.offset + k.n].copy(), k.values, k.heat)
+                      for k in self._kept if t0 < k.end <= t1]
+            before_window = [k.values for k in self._kept if k.end <= t0]
+            return Cut(t0, t1, pieces, latest_values(self._base + before_window))
 
     def stats(self) -> dict:
         wall = max(time.monotonic() - self.started, 1e-9)
@@ -153,16 +217,17 @@ class Ring:
                     "collector_cpu_seconds": self.collector_cpu,
                     "collector_cpu_share": self.collector_cpu / wall}
 
-    def window(self, kept: List[Kept], t0: int, t1: int) -> Snapshot:
-        """The counters of (t0, t1] from its kept intervals, as `later - earlier`
-        of two snapshots would give them, with exact extremes."""
+    def window(self, cut: Cut, t0: Optional[int] = None) -> Snapshot:
+        """The counters of the cut, from t0 (default: the cut's t0) to its
+        t1, as `later - earlier` of two snapshots would give them, with
+        exact extremes."""
         rec = self._rec
         clock = rec.clock
-        ivs = [k.interval for k in kept]
-        if ivs:
-            order = np.concatenate([iv.index for iv in ivs])
-            before = np.concatenate([iv.before for iv in ivs])
-            after = np.concatenate([iv.after for iv in ivs])
+        pieces = cut.pieces
+        if pieces:
+            order = np.concatenate([p.index for p in pieces])
+            before = np.concatenate([p.before for p in pieces])
+            after = np.concatenate([p.after for p in pieces])
             idx, first = np.unique(order, return_index=True)
             last = len(order) - 1 - np.unique(order[::-1], return_index=True)[1]
             earlier_rows, later_rows = before[first], after[last]
@@ -171,19 +236,16 @@ class Ring:
             idx = np.zeros(0, dtype=np.int64)
             earlier_rows = later_rows = np.zeros((0, W), dtype=np.int64)
             ext_idx, ext = idx, np.zeros((0, NE), dtype=np.int64)
-        with self._lock:
-            before_window = [k.interval.values for k in self._kept if k.end <= t0]
-            values_earlier = latest_values(self._base + before_window)
-        values_later = latest_values([values_earlier] + [iv.values for iv in ivs])
+        values_later = latest_values([cut.values_before] + [p.values for p in pieces])
         exact = rec.extremes_frames(ext_idx, ext)
-        seconds = clock.seconds(np.array([t0, t1]))
+        seconds = clock.seconds(np.array([cut.t0 if t0 is None else t0, cut.t1]))
         empty_ext = np.zeros((len(idx), NE), dtype=np.int64)
-        earlier = rec.snapshot_of(idx, earlier_rows, empty_ext, values_earlier,
+        earlier = rec.snapshot_of(idx, earlier_rows, empty_ext, cut.values_before,
                                   {"end": float(seconds[0])}, H.empty())
         later = rec.snapshot_of(idx, later_rows, empty_ext, values_later,
                                 {"end": float(seconds[1])}, H.empty(), lambda _a, _b: exact)
         snap = later - earlier
-        heat = [H.from_fine(*iv.heat) for iv in ivs if len(iv.heat[0])]
+        heat = [H.from_fine(*p.heat) for p in pieces if len(p.heat[0])]
         heat = H.compact(pd.concat(heat, ignore_index=True)) if heat else H.empty()
         meta = dict(snap.meta, folded_files=0, trace_dropped=0)
         return dataclasses.replace(snap, _heat=heat, meta=meta)

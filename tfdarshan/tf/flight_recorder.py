@@ -209,13 +209,13 @@ class FlightRecorder:
         t0 = end - int(self.seconds * hz)
         if start is not None:
             t0 = min(t0, start - 1)
-        kept = self.ring.intervals(t0, end)
-        first = kept[0].start if kept else end
-        snap = self.ring.window(kept, first, end)
+        cut = self.ring.cut(t0, end)
+        first = cut.pieces[0].start if cut.pieces else end
+        snap = self.ring.window(cut, first)
         with self._lock:
             marks = [m for m in self._steps if first < m[2] <= end]
             since, self._since_last = dict(self._since_last), collections.Counter()
-        steps_df, files_df = S.frames(_step_entries(kept, marks, first, end), RECORDER._ids, hz, first)
+        steps_df, files_df = S.frames(_step_entries(cut.pieces, marks, first, end), RECORDER._ids, hz, first)
         held = (end - first) / hz
         wanted = (end - t0) / hz
         meta = {"trigger": kind, "reason": reason, "window_seconds": f"{held:.3f}"}
@@ -240,18 +240,18 @@ class FlightRecorder:
         return run_dir
 
 
-def _step_entries(kept, marks, first: int, end: int) -> List[dict]:
-    """Step entries for the series: each kept interval goes to the first step
+def _step_entries(pieces, marks, first: int, end: int) -> List[dict]:
+    """Step entries for the series: each interval goes to the first step
     that ended at or after it closed; what closed after the last step's end
     goes to that step (its end moves to the window's end)."""
     if not marks:
-        rows = [S.step_rows(k.interval.index, k.interval.before, k.interval.after) for k in kept]
+        rows = [S.step_rows(p.index, p.before, p.after) for p in pieces]
         return [{"step": S.WINDOW_STEP, "start": first, "end": end, "rows": rows}]
     ends = np.array([m[2] for m in marks])
     entries = [{"step": step, "start": max(s, first), "end": e, "rows": []} for step, s, e in marks]
-    for k in kept:
-        i = min(int(np.searchsorted(ends, k.end, side="left")), len(entries) - 1)
-        entries[i]["rows"].append(S.step_rows(k.interval.index, k.interval.before, k.interval.after))
+    for p in pieces:
+        i = min(int(np.searchsorted(ends, p.end, side="left")), len(entries) - 1)
+        entries[i]["rows"].append(S.step_rows(p.index, p.before, p.after))
     entries[-1]["end"] = max(entries[-1]["end"], end)
     return entries
 
