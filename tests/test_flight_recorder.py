@@ -115,6 +115,8 @@ def test_the_ring_keeps_within_its_memory_cap_and_counts_what_it_drops(tmp_path,
 LOOP = """
 import os, sys, time, tfdarshan
 normal, slow, steps, slow_step = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+fr = tfdarshan.flight_recorder()          # the one `tfdarshan run --flight-recorder` started
+assert fr.seconds == 60, fr.seconds
 for i in range(steps):
     with tfdarshan.step(i):
         with open(normal, "rb") as f:

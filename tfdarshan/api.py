@@ -138,11 +138,14 @@ def stats() -> dict:
     return out
 
 
-def flight_recorder(seconds: float = 120.0, logdir: str = "tfdarshan_logs", **policy) -> "flight.FlightRecorder":
-    """Keep the last `seconds` of I/O and write a session into
-    logdir/plugins/tfdarshan/ when a step is slow, on SIGUSR2, or when asked
-    (`.dump()`). policy: slow_factor (3.0: a step over 3x the running median
-    is slow), warmup_steps (20), min_gap (300 s between automatic dumps),
-    max_dumps (10), memory_cap (64 MiB of ring), interval (0.1 s).
-    `.stats()` tells the ring's memory, what it dropped and the collector's CPU."""
+def flight_recorder(seconds: Optional[float] = None, logdir: Optional[str] = None,
+                    **policy) -> "flight.FlightRecorder":
+    """Keep the last `seconds` (default 120) of I/O and write a session into
+    logdir (default tfdarshan_logs)/plugins/tfdarshan/ when a step is slow,
+    on SIGUSR2, or when asked (`.dump()`). policy: slow_factor (3.0: a step
+    over 3x the running median is slow), warmup_steps (20), min_gap (300 s
+    between automatic dumps), max_dumps (10), memory_cap (64 MiB of ring),
+    interval (0.1 s). If one is running already (`tfdarshan run
+    --flight-recorder`), it is returned as it is. `.stats()` tells the
+    ring's memory, what it dropped and the collector's CPU."""
     return flight.start(logdir, seconds, **policy)

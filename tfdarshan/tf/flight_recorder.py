@@ -264,12 +264,17 @@ _current: Optional[FlightRecorder] = None
 _current_lock = threading.Lock()
 
 
-def start(logdir, seconds: float = 120.0, **policy) -> FlightRecorder:
-    """The process's flight recorder, started (one per process)."""
+def start(logdir=None, seconds: Optional[float] = None, **policy) -> FlightRecorder:
+    """The process's flight recorder: started with these settings, or the
+    one already running (`tfdarshan run --flight-recorder`, an earlier call),
+    whose settings stay."""
     global _current
     with _current_lock:
         if _current is not None and not _current._stopping.is_set():
-            raise RuntimeError("a flight recorder is already running in this process; "
-                               "use it (tfdarshan.flight_recorder() returned it) or stop() it first")
-        _current = FlightRecorder(logdir, seconds, **policy).start()
+            if logdir is not None or seconds is not None or policy:
+                log.warning("tfdarshan: a flight recorder is already running (last %.0f s into %s); "
+                            "using it, not the new settings", _current.seconds, _current.logdir)
+            return _current
+        _current = FlightRecorder(logdir or "tfdarshan_logs", 120.0 if seconds is None else seconds,
+                                  **policy).start()
         return _current
