@@ -90,22 +90,29 @@ class CaptureWatcher(threading.Thread):
     def _write(self, closing) -> None:
         """Wait for this process's XPlane of the capture, then write beside it."""
         import pathlib
-        from tfdarshan.capture.recorder import RECORDER
+        from tfdarshan.capture.recorder import RECORDER, R
         since, deadline = closing.started_wall, time.time() + XPLANE_WAIT
+        # TensorFlow writes the profile through stdio (fopen/fwrite): first every
+        # file written so far, then only those written in each later interval
+        snap = RECORDER.snapshot()
+        written = set(snap.posix.loc[snap.posix["POSIX_BYTES_WRITTEN"] > 0, "path"]) | \
+            set(snap.stdio.loc[snap.stdio["STDIO_BYTES_WRITTEN"] > 0, "path"])
+        col = R["BYTES_WRITTEN"]
+        profiles = set()
         while time.time() < deadline:
-            snap = RECORDER.snapshot()
-            # TensorFlow writes the profile through stdio (fopen/fwrite)
-            written = [f.loc[f[f"{m}_BYTES_WRITTEN"] > 0, "path"] for m, f in (("POSIX", snap.posix),
-                                                                                  ("STDIO", snap.stdio))]
-            for path in sorted(set(written[0]) | set(written[1])):
-                m = XPLANE.fullmatch(path)
-                if not m or not _finished(path, since):
-                    continue
-                closing.write(pathlib.Path(path).parent, stem=m.group(1), xplane_path=pathlib.Path(path),
+            profiles |= {p for p in written if XPLANE.fullmatch(p)}
+            for path in sorted(profiles):
+                if not _finished(path, since):
+                    continue                 # not this capture's, or still being written
+                stem = XPLANE.fullmatch(path).group(1)
+                closing.write(pathlib.Path(path).parent, stem=stem, xplane_path=pathlib.Path(path),
                               metadata={"source": "profiler server capture"})
                 self.captures += 1
                 return
             time.sleep(self._interval)
+            iv = RECORDER.collect()
+            grew = iv.index[iv.after[:, col] > iv.before[:, col]] if iv is not None and len(iv.index) else []
+            written = {RECORDER._paths[i] for i in grew}
         log.warning("tfdarshan: no profile was written within %.0f s of a capture; its I/O is dropped",
                     XPLANE_WAIT)
 
