@@ -18,6 +18,13 @@ export function rankFilter(hosts, onChange) {
   return el('div', {class: 'bar', id: 'tfd-rank-filter'}, 'Host ', node, ' Ranks ', ranks, apply);
 }
 
+// Every cell in view, ticks on whole numbers (steps and ranks have no halves).
+function wholeAxis(text, values, unit) {
+  const lo = Math.min(...values), hi = Math.max(...values);
+  return axis(text, {type: 'linear', range: [lo - unit / 2, hi + unit / 2], tickmode: 'linear', tick0: lo,
+    dtick: unit * Math.max(1, Math.ceil((hi - lo + unit) / unit / 10))});
+}
+
 // {id, title, data, layout} of the heatmap and the per-rank bars; [] without ranks.
 export function rankFigures(heat, wait) {
   const out = [];
@@ -28,9 +35,8 @@ export function rankFigures(heat, wait) {
       colorbar: {title: {text: 'seconds', side: 'right'}, thickness: 12},
       customdata: heat.ranks.map((r, i) => heat.steps.map(() => plain(heat.hosts[i]))),
       hovertemplate: 'rank %{y} (%{customdata}), step %{x}: %{z:.3s}s in file input calls<extra></extra>'}],
-      layout: layout({showlegend: false, xaxis: axis('step', {type: 'linear', range: [Math.min(...heat.steps) - 0.5,
-        Math.max(...heat.steps) + 0.5]}), yaxis: axis('rank', {type: 'linear', range: [Math.min(...heat.ranks) - 0.5,
-        Math.max(...heat.ranks) + 0.5]})})});
+      layout: layout({showlegend: false, xaxis: wholeAxis('step', heat.steps, heat.step_bin),
+        yaxis: wholeAxis('rank', heat.ranks, 1)})});
   }
   if (wait.ranks.length) {
     const names = wait.ranks.map(String);

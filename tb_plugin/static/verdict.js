@@ -36,6 +36,8 @@ export function verdictFigure(v) {
     ...(v.other_input ? [bar('other input wait (XProf)', v.other_input, OTHER_INPUT)] : []),
     bar(v.other_input ? 'compute and the rest' : 'the rest of the step', v.compute, COMPUTE)]
       .filter((t) => hasData(t.y));
-  return {id: 'tfd-verdict-chart', title: 'Per step: where the time went (click a step for its files)', data,
+  const title = v.mean_over_ranks ? 'Per step, mean over ranks: where the time went'
+    : 'Per step: where the time went (click a step for its files)';
+  return {id: 'tfd-verdict-chart', title, data,
     layout: layout({barmode: 'stack', xaxis: stepAxis(v.steps), yaxis: amount(v.mean_over_ranks ? 'seconds (mean over ranks)' : 'seconds')})};
 }
