@@ -33,6 +33,7 @@ def scaled_host(rank: int) -> str:
 def real_ranks(root: pathlib.Path, ranks: int) -> pathlib.Path:
     """`ranks` processes of SCRIPT under `tfdarshan run`; their session directory
     (the job log removed: scaled ranks added later are not in it)."""
+    root.mkdir(parents=True, exist_ok=True)
     shared = root / "shared.bin"
     shared.write_bytes(os.urandom(200_000))
     own = []
