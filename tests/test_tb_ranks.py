@@ -254,6 +254,9 @@ def test_the_rank_filter_redraws_the_rank_charts(tab):
     box.send_keys("x-")
     d.find_element(By.ID, "tfd-rank-apply").click()
     WebDriverWait(d, WAIT).until(lambda drv: "ranks must be" in drv.find_element(By.ID, "tfd-rank-status").text)
+    # the browser logs the refused requests; nothing else may be there
+    severe = [e["message"] for e in d.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe and all("/rank_" in m and "400" in m for m in severe), severe
 
 
 @pytest.mark.parametrize("run, chart", [("one", "tfd-hist"), ("ranks64", "tfd-rank-wait")])
