@@ -22,12 +22,12 @@ from werkzeug import wrappers
 
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs.logdir import find_sessions
-from tfdarshan_tb import metadata, views
+from tfdarshan_tb import metadata, rank_data, rank_views, views
 
 STATIC = pathlib.Path(__file__).parent / "static"
 # the page's ES modules, each served under its own fixed route (no file name
 # from a request is ever opened)
-MODULES = ("index.js", "util.js", "charts.js", "verdict.js", "table.js")
+MODULES = ("index.js", "util.js", "charts.js", "verdict.js", "table.js", "ranks.js")
 MAX_PARAM = 512
 SESSIONS_TTL = 5.0
 CACHE_SIZE = 4
@@ -56,7 +56,8 @@ class IOPlugin(base_plugin.TBPlugin):
         routes = {"/plotly.js": self._serve_plotly, "/runs": self._serve_runs}
         for module in MODULES:
             routes["/" + module] = self._module_route(module)
-        for name in ("summary", "verdict", "files", "steps", "histograms", "mounts", "timeline", "advice"):
+        for name in ("summary", "verdict", "files", "steps", "histograms", "mounts", "timeline", "advice",
+                     "rank_heatmap", "rank_wait"):
             routes["/" + name] = self._json_route(name)
         return routes
 
@@ -84,7 +85,10 @@ class IOPlugin(base_plugin.TBPlugin):
             self._sessions = (time.monotonic(), ok)
         return ok
 
-    def _session_data(self, request):
+    def _session_data(self, request, whole=False):
+        """The session the request names, loaded once: one process's log, all
+        of them, or (a many-rank session as a whole) its analysis tables.
+        whole: the whole session whatever host the request names."""
         run = _param(request, "run")
         name = _param(request, "session")
         host = _param(request, "host", required=False) or None
@@ -93,6 +97,8 @@ class IOPlugin(base_plugin.TBPlugin):
             raise NotFound("no such run and session")
         if host is not None and host not in session.hosts:
             raise NotFound("no such host in this session")
+        if whole:
+            host = None
         hosts = [host] if host else list(session.hosts)
         stamp = tuple(os.stat(session.directory / f"{h}.darshan").st_mtime_ns for h in hosts)
         key = (str(session.directory), host, stamp)
@@ -106,7 +112,8 @@ class IOPlugin(base_plugin.TBPlugin):
             with self._lock:
                 if key in self._data:
                     return self._data[key]
-            data = views.SessionData(session, host)
+            many = host is None and rank_data.is_many_ranks(session)
+            data = rank_data.RankSessionData(session) if many else views.SessionData(session, host)
             with self._lock:
                 self._data[key] = data
                 self._loading.pop(key, None)
@@ -141,13 +148,19 @@ class IOPlugin(base_plugin.TBPlugin):
         return _json(request, views.runs(self._find()))
 
     def _json_route(self, name):
-        view = getattr(views, name)
+        ranked = name.startswith("rank_")
 
         @wrappers.Request.application
         def route(request):
             try:
-                data = self._session_data(request)
-                if name == "files":
+                data = self._session_data(request, whole=ranked)
+                many = isinstance(data, rank_data.RankSessionData)
+                view = getattr(rank_views if many else views, name, None)
+                if ranked:
+                    node = _param(request, "node", required=False)
+                    ranks = _param(request, "ranks", required=False)
+                    payload = view(data, node=node, ranks=ranks or None) if many else rank_views.no_ranks()
+                elif name == "files":
                     # (no sort: the view picks the column that matters for the session)
                     payload = view(data, sort=_param(request, "sort", required=False) or None,
                                    order=_param(request, "order", required=False) or "desc",
@@ -156,7 +169,7 @@ class IOPlugin(base_plugin.TBPlugin):
                                    query=_param(request, "q", required=False) or "",
                                    step=_int(request, "step", None, -1, 2**62))
                 elif name == "advice":
-                    payload = view(data, target=self._recommend_target(data.session))
+                    payload = views.advice(data, target=self._recommend_target(data.session))
                 else:
                     payload = view(data)
                 return _json(request, payload)

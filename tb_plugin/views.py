@@ -19,16 +19,23 @@ from tfdarshan.advice import file_table as report
 from tfdarshan.logs.series import CUT_COLUMN
 from tfdarshan.logs.logdir import Session, load_snapshot, load_steps, process_label
 from tfdarshan.capture.snapshot import Snapshot
+from tfdarshan.errors import TfdarshanError
+from tfdarshan.logs.darshan_log import read_job_record
 
 # the file table, plus the time a file cost in all: reads, writes and metadata
 FILE_COLUMNS = report.COLUMNS[:report.COLUMNS.index("meta_time") + 1] + ["total_time"] \
     + report.COLUMNS[report.COLUMNS.index("meta_time") + 1:]
 SIZE_BINS = ["0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M",
              "100M_1G", "1G_PLUS"]
+# each bin by its lower bound: labels short enough to stand side by side on a narrow chart
+SIZE_LABELS = ["0", "100", "1K", "10K", "100K", "1M", "4M", "10M", "100M", "1G"]
 TIMELINE_FILES = 8
 # the tier of paths on no mount point: streams, files folded past the record cap
 UNKNOWN_TIER = "unknown tier"
 TIMELINE_SEGMENTS = 20000
+# job metadata `source` of the sessions the tab names differently
+FLIGHT_RECORDER, CAPTURE = "flight recorder", "profiler server capture"
+PROCESS_STEM = re.compile(r".*_\d+")
 
 
 class SessionData:
@@ -43,9 +50,9 @@ class SessionData:
         self.mounts = [M.Mount(p, t) for p, t in stored] or M.current()
         self.files = _file_table(self.snapshot, self.mounts)
         advice = session.directory / "advice.json"
-        self.advice = _read_json(advice)
+        self.advice = read_json(advice)
         coverage = [session.directory / f"{h}.coverage.json" for h in hosts]
-        self.coverage = [c for c in (_read_json(p) for p in coverage) if c]
+        self.coverage = [c for c in (read_json(p) for p in coverage) if c]
         real = os.path.realpath(session.directory)
         # (a profile linked in from elsewhere is not this session's to read)
         profiles = [x for x in sorted(session.directory.glob("*.xplane.pb"))
@@ -100,7 +107,7 @@ def xprof_input(profiles: List[pathlib.Path]) -> Optional[Dict]:
             "steps": waited, "measured": total > 0}
 
 
-def _read_json(path: pathlib.Path):
+def read_json(path: pathlib.Path):
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -118,7 +125,7 @@ def _file_table(snap: Snapshot, mounts: List[M.Mount]) -> pd.DataFrame:
     t = report.file_table(snap, mount_table=mounts)
     if t.empty:
         return pd.DataFrame(columns=FILE_COLUMNS)
-    t["tier"] = _tier_names(t["tier"])
+    t["tier"] = tier_names(t["tier"])
     t["total_time"] = t[["read_time", "write_time", "meta_time"]].sum(axis=1, min_count=1)
     t = t[FILE_COLUMNS]
     odd = t["path"].map(lambda p: not p.isascii())
@@ -127,7 +134,7 @@ def _file_table(snap: Snapshot, mounts: List[M.Mount]) -> pd.DataFrame:
     return t
 
 
-def _tier_names(labels) -> list:
+def tier_names(labels) -> list:
     """Tier labels as every chart and the file table name them."""
     return [UNKNOWN_TIER if label == "?" else label for label in labels]
 
@@ -144,11 +151,30 @@ def _clean(v):
 def runs(sessions: List[Session]) -> Dict:
     out: Dict[str, list] = {}
     for s in sessions:
+        first = _job_metadata(s.directory / f"{s.hosts[0]}.darshan")
+        # <host>_<number>: a pid, or a profiler server's port (read only these logs' headers)
+        captured = [PROCESS_STEM.fullmatch(h) is not None
+                    and _job_metadata(s.directory / f"{h}.darshan").get("source") == CAPTURE for h in s.hosts]
         out.setdefault(s.run, []).append({"session": s.name, "hosts": list(s.hosts),
-                                          "labels": [process_label(h) for h in s.hosts],
+                                          "labels": [process_label(h, c) for h, c in zip(s.hosts, captured)],
                                           "ranks": sum(".rank" in h for h in s.hosts),
-                                          "job_log": s.job_log})
+                                          "job_log": s.job_log, "origin": origin(first)})
     return {"runs": [{"run": r, "sessions": v} for r, v in out.items()]}
+
+
+def origin(metadata: Dict[str, str]) -> Optional[Dict]:
+    """Why a flight-recorder session exists (its trigger and the recorder's
+    sentence); None for every other session."""
+    if metadata.get("source") != FLIGHT_RECORDER:
+        return None
+    return {"source": FLIGHT_RECORDER, "trigger": metadata.get("trigger") or "", "reason": metadata.get("reason") or ""}
+
+
+def _job_metadata(log: pathlib.Path) -> Dict[str, str]:
+    try:
+        return read_job_record(log)["metadata"]
+    except TfdarshanError:      # an unreadable log still lists; its views will say what is wrong
+        return {}
 
 
 def summary(d: SessionData) -> Dict:
@@ -177,6 +203,7 @@ def summary(d: SessionData) -> Dict:
         span = float(per_step["duration"].sum())
         out["input_share"] = float(per_step["file_io"].sum()) / span if span > 0 else None
     out = {k: _clean(v) for k, v in out.items()}
+    out["origin"] = origin(snap.meta.get("job_metadata") or {})
     if d.coverage:
         out["coverage"] = d.coverage
     return out
@@ -196,20 +223,24 @@ def files(d: SessionData, sort: Optional[str] = None, order: str = "desc", offse
     """A page of the file table; with `step`, only the files that step
     touched (their figures are still the session's)."""
     t = d.files
-    sort = sort or default_sort(d)
-    if sort not in FILE_COLUMNS:
+    if step is not None:
+        t = t[_touched_in(d, step, t)]
+    return {**table_page(t, FILE_COLUMNS, sort or default_sort(d), order, offset, limit, query), "step": step}
+
+
+def table_page(t: pd.DataFrame, columns: List[str], sort: str, order: str, offset: int, limit: int,
+               query: str) -> Dict:
+    """Rows offset..offset+limit of a file table, filtered by path and sorted."""
+    if sort not in columns:
         raise ValueError(f"cannot sort by {sort!r}")
     if order not in ("asc", "desc"):
         raise ValueError(f"order must be asc or desc, not {order!r}")
-    if step is not None:
-        t = t[_touched_in(d, step, t)]
     if query:
         t = t[t["path"].str.contains(query, regex=False, na=False)]
     t = t.sort_values(sort, ascending=(order == "asc"), kind="stable", na_position="last")
     page = t.iloc[offset: offset + limit]
-    rows = [[_clean(v) for v in row] for row in page[FILE_COLUMNS].itertuples(index=False)]
-    return {"total": int(len(t)), "offset": offset, "columns": FILE_COLUMNS, "rows": rows,
-            "sort": sort, "order": order, "step": step}
+    rows = [[_clean(v) for v in row] for row in page[columns].itertuples(index=False)]
+    return {"total": int(len(t)), "offset": offset, "columns": columns, "rows": rows, "sort": sort, "order": order}
 
 
 def _touched_in(d: SessionData, step: int, t: pd.DataFrame) -> pd.Series:
@@ -282,7 +313,7 @@ def steps(d: SessionData) -> Dict:
     if not sf.empty and "mount" in sf:
         # the series store mount points: name them as the file table and the tier views do
         points = sf["mount"].unique()
-        name = dict(zip(points, _tier_names(M.label(m, d.mounts) if m else "?" for m in points)))
+        name = dict(zip(points, tier_names(M.label(m, d.mounts) if m else "?" for m in points)))
         g = sf.assign(tier=sf["mount"].map(name)).groupby(["tier", "step"], as_index=False)["bytes_read"].sum()
         for tier, part in g.groupby("tier"):
             series = part.set_index("step")["bytes_read"].reindex(st["step"]).fillna(0)
@@ -292,7 +323,7 @@ def steps(d: SessionData) -> Dict:
 
 def histograms(d: SessionData) -> Dict:
     p = d.snapshot.posix
-    return {"bins": SIZE_BINS,
+    return {"bins": SIZE_BINS, "labels": SIZE_LABELS,
             "read": [int(p[f"POSIX_SIZE_READ_{b}"].sum()) for b in SIZE_BINS],
             "write": [int(p[f"POSIX_SIZE_WRITE_{b}"].sum()) for b in SIZE_BINS]}
 
@@ -306,7 +337,7 @@ def mounts(d: SessionData) -> Dict:
                                               read_time=("read_time", "sum"), meta_time=("meta_time", "sum"))
     # the file table has no write time: the same tiers, from the log's records
     p = d.snapshot.posix
-    tiers = _tier_names(report.tiers_of(p["path"], d.mounts))
+    tiers = tier_names(report.tiers_of(p["path"], d.mounts))
     g["write_time"] = g["tier"].map(p["POSIX_F_WRITE_TIME"].groupby(tiers).sum()).fillna(0.0)
     for op, moved in (("read", "bytes_read"), ("write", "bytes_written")):
         spent = g[f"{op}_time"]

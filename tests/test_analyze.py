@@ -3,9 +3,7 @@ pipeline under `tfdarshan run`, scaled with the project's own log writer)
 gives the same per-file and per-rank figures as a direct pandas computation
 over the same logs, on the embedded engine and on a real two-worker Dask
 cluster started here on 127.0.0.1."""
-import dataclasses
 import os
-import shutil
 import subprocess
 import sys
 
@@ -15,60 +13,14 @@ import pytest
 
 import tfdarshan
 from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
-from tfdarshan.logs.darshan_log import write_darshan_log
+from rank_sessions import rank_of, rank_session
 
 REAL_RANKS, RANKS = 4, 64
-SCRIPT = """
-import os, sys, tfdarshan
-rank = int(os.environ["SLURM_PROCID"])
-shared, own = sys.argv[1], sys.argv[2:]
-for step in range(3):
-    with tfdarshan.step(step):
-        with open(shared, "rb") as f:
-            f.read()
-        with open(own[rank], "rb") as f:
-            f.read(50_000 * (rank + 1))
-"""
 
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
-    root = tmp_path_factory.mktemp("analyze")
-    shared = root / "shared.bin"
-    shared.write_bytes(os.urandom(200_000))
-    own = []
-    for r in range(REAL_RANKS):
-        own.append(root / f"shard-{r}.bin")
-        own[-1].write_bytes(os.urandom(300_000))
-    script = root / "train.py"
-    script.write_text(SCRIPT)
-    logdir = root / "logs"
-    procs = [subprocess.Popen([sys.executable, "-m", "tfdarshan", "run", "--logdir", str(logdir), str(script),
-                               str(shared), *map(str, own)],
-                              env={**os.environ, "SLURM_PROCID": str(r), "SLURM_NTASKS": str(REAL_RANKS),
-                                   "SLURM_JOB_ID": "5150", "SLURM_STEP_ID": "0"},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(REAL_RANKS)]
-    for p in procs:
-        _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err[-2000:]
-    (session_dir,) = {p.parent for p in logdir.glob("plugins/tfdarshan/*/*.rank*.darshan")}
-    for job in session_dir.glob("*.job.darshan"):
-        job.unlink()                     # the scaled ranks below are not in it
-    # scale to 64 ranks with the project's own writer: rank r repeats real rank r % 4
-    # with its byte counts multiplied by (1 + r // 4)
-    for r in range(REAL_RANKS, RANKS):
-        src = next(session_dir.glob(f"*.rank{r % REAL_RANKS}.darshan"))
-        host = src.name.split(".rank")[0]
-        snap = tfdarshan.read_darshan_log(src)
-        k = 1 + r // REAL_RANKS
-        posix, stdio = snap.posix, snap.stdio
-        for frame, module in ((posix, "POSIX"), (stdio, "STDIO")):
-            for c in (f"{module}_BYTES_READ", f"{module}_F_READ_TIME"):
-                frame[c] = frame[c] * k
-        scaled = dataclasses.replace(snap, _posix=posix, _stdio=stdio)
-        write_darshan_log(scaled, session_dir / f"{host}.rank{r}.darshan", metadata={"rank": str(r)})
-        steps = src.with_name(src.name.replace(".darshan", ".steps.parquet"))
-        shutil.copyfile(steps, session_dir / f"{host}.rank{r}.steps.parquet")
+    session_dir = rank_session(tmp_path_factory.mktemp("analyze"), REAL_RANKS, RANKS)
     assert len(rank_logs(session_dir)) == RANKS
     return session_dir
 
@@ -77,7 +29,7 @@ def expected(session_dir):
     """Per file and per rank, straight from the logs with pandas."""
     rows, ranks = [], []
     for log in rank_logs(session_dir):
-        rank = int(log.name.split(".rank")[1].split(".")[0])
+        rank = rank_of(log)
         snap = tfdarshan.read_darshan_log(log)
         for module, f in (("POSIX", snap.posix), ("STDIO", snap.stdio)):
             for x in f.itertuples(index=False):

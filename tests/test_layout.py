@@ -1,6 +1,6 @@
 """The layout keeps itself: imports run one way between the sub-packages
 (cli -> advice / analysis / tf / logs -> capture), no module imports another that
-imports it back, the TensorBoard plugin reads logs and advice and never the
+imports it back, the TensorBoard plugin reads logs, advice and analysis tables and never the
 TensorFlow hooks, and no module grows past what one can read in a sitting."""
 import ast
 import pathlib
@@ -24,7 +24,7 @@ ALLOWED = {
     "cli": {"capture", "logs", "tf", "advice", "analysis", "cli", "top"},
     "top": {"capture", "logs", "tf", "advice", "top"},      # the public API: __init__, api, keras
 }
-PLUGIN_ALLOWED = {"capture", "logs", "advice"}
+PLUGIN_ALLOWED = {"capture", "logs", "advice", "analysis"}
 MAX_PY_LINES = 450
 MAX_C_LINES = 600
 
@@ -154,7 +154,7 @@ def test_tab_reads_logs_and_advice_only(path):
            if ours(t) and room(resolve(t) or "tfdarshan") not in PLUGIN_ALLOWED | LEAVES]
     bad += [f"line {line}: {t} (the case studies)" for t, line in imports(path, name)
             if t.split(".")[0] == "case_studies"]
-    assert not bad, f"{path.name} imports outside logs/advice/capture:\n" + "\n".join(bad)
+    assert not bad, f"{path.name} imports outside logs/advice/analysis/capture:\n" + "\n".join(bad)
 
 
 def test_modules_stay_readable():

@@ -5,10 +5,14 @@ import {plain} from './util.js';
 // Plotly sizes a plot from its box when it draws it, and `responsive` follows
 // only the window: a grid that reflows (a scrollbar appears, TensorBoard's
 // sidebar opens) would leave plots wider than their cells. Follow each box.
+// fresh: forget the boxes of the page drawn before.
 let sizes = null;
-export function followSizes(Plotly, divs) {
-  if (sizes) sizes.disconnect();
-  sizes = new ResizeObserver((entries) => {
+export function followSizes(Plotly, divs, {fresh = true} = {}) {
+  if (fresh && sizes) {
+    sizes.disconnect();
+    sizes = null;
+  }
+  sizes = sizes || new ResizeObserver((entries) => {
     for (const {target} of entries) {
       const drawnWidth = target._fullLayout && target._fullLayout.width;
       if (target.isConnected && drawnWidth && Math.abs(drawnWidth - target.clientWidth) >= 1) {
@@ -39,18 +43,36 @@ export const amount = (text, extra = {}) => axis(text, {rangemode: 'tozero', ...
 export const layout = (extra) => ({margin: {l: 60, r: 60, t: 30, b: 40}, showlegend: true,
   legend: {orientation: 'h', x: 0, xref: 'container', y: 0, yref: 'container', yanchor: 'bottom'}, ...extra});
 
+// Long series as lines (SVG: one path per series; WebGL may be software-rendered); a few steps as bars.
+export const MANY_STEPS = 500;
+
+// A step axis that shows every step: its range is set, not left to
+// autorange, and each chart gets its own object (Plotly writes into the
+// layout it is given, so a shared axis would carry one chart's range into another).
+export function stepAxis(steps) {
+  if (steps.length > MANY_STEPS) {
+    return axis('step', {type: 'linear', range: [Math.min(...steps) - 0.5, Math.max(...steps) + 0.5]});
+  }
+  return axis('step', {type: 'category', categoryorder: 'array', categoryarray: steps, range: [-0.5, steps.length - 0.5]});
+}
+
+// A right-hand amount axis with its range set from the data: autorange on an
+// overlaying axis can settle on a sliver around one value and repeat its label.
+const rightAmount = (text, ys) => {
+  const top = Math.max(0, ...ys.filter((v) => v != null));
+  return amount(text, {overlaying: 'y', side: 'right', range: [0, top > 0 ? top * 1.08 : 1], autorange: false});
+};
+
 // The charts for a session, each {id, title, data, layout}; a chart or
 // series with nothing to show is left out (an empty axis runs from -1 to 1).
 export function figures(steps, hist, mounts, timeline) {
   const tiers = tierColours([...Object.keys(steps.mounts), ...mounts.mounts.map((m) => m.tier)]);
   const out = [];
   if (steps.steps.length) {
-    // long series as lines (SVG: one path per series; WebGL may be software-rendered); a few steps as bars
-    const many = steps.steps.length > 500;
+    const many = steps.steps.length > MANY_STEPS;
     const series = (name, y, color, extra = {}) => many
       ? {type: 'scatter', mode: 'lines', name, x: steps.steps, y, line: {width: 1, color}, ...extra}
       : {type: 'bar', name, x: steps.steps, y, marker: {color}};
-    const x = axis('step', {type: many ? 'linear' : 'category'});
     const moved = [series('bytes read', steps.bytes_read, READ), series('bytes written', steps.bytes_written, WRITTEN)]
         .filter((t) => hasData(t.y));
     if (moved.length) {
@@ -58,21 +80,25 @@ export function figures(steps, hist, mounts, timeline) {
       const rate = hasData(bw) ? [{type: 'scatter', mode: many ? 'lines' : 'lines+markers', name: 'bandwidth',
         x: steps.steps, y: bw, yaxis: 'y2', line: {color: RATE}, marker: {color: RATE}}] : [];
       out.push({id: 'tfd-step-chart', title: 'Per step: bytes and bandwidth', data: [...moved, ...rate],
-        layout: layout({barmode: 'stack', xaxis: x, yaxis: amount('bytes'),
-          ...(rate.length ? {yaxis2: amount('MiB/s', {overlaying: 'y', side: 'right'})} : {})})});
+        layout: layout({barmode: 'stack', xaxis: stepAxis(steps.steps), yaxis: amount('bytes'),
+          ...(rate.length ? {yaxis2: rightAmount('MiB/s', bw)} : {})})});
     }
     const perTier = [...tiers.keys()].filter((t) => steps.mounts[t] && hasData(steps.mounts[t]))
         .map((t) => series(plain(t), steps.mounts[t], tiers.get(t), {stackgroup: 'tiers', fillcolor: tiers.get(t)}));
     if (perTier.length) {
       out.push({id: 'tfd-step-mounts', title: 'Per step and storage tier: bytes read', data: perTier,
-        layout: layout({barmode: 'stack', xaxis: x, yaxis: amount('bytes read')})});
+        layout: layout({barmode: 'stack', xaxis: stepAxis(steps.steps), yaxis: amount('bytes read')})});
     }
   }
-  const sizes = [{type: 'bar', name: 'reads', x: hist.bins, y: hist.read, marker: {color: READ}},
-    {type: 'bar', name: 'writes', x: hist.bins, y: hist.write, marker: {color: WRITTEN}}].filter((t) => hasData(t.y));
+  // each bin named by its lower bound, its whole range in the hover text
+  const ranges = hist.labels.map((lo, i) => `${lo}–${hist.labels[i + 1] || '∞'} bytes`);
+  const sizeBar = (name, y, color) => ({type: 'bar', name, x: hist.labels, y, marker: {color}, customdata: ranges,
+    hovertemplate: `%{y} ${name} of %{customdata}<extra></extra>`});
+  const sizes = [sizeBar('reads', hist.read, READ), sizeBar('writes', hist.write, WRITTEN)].filter((t) => hasData(t.y));
   if (sizes.length) {
     out.push({id: 'tfd-hist', title: 'Access sizes (POSIX)', data: sizes,
-      layout: layout({barmode: 'group', xaxis: axis('request size (bytes)'), yaxis: amount('operations')})});
+      layout: layout({barmode: 'group', xaxis: axis('request size from (bytes)', {tickangle: 0}),
+        yaxis: amount('operations')})});
   }
   // per tier, read and write side by side: one bar (and legend entry) per tier
   const byTier = (fields, scale = 1) => mounts.mounts

@@ -3,11 +3,13 @@
 // plugin's JSON routes; charts use the Plotly that the plotly package ships,
 // served by the plugin. Data from logs (file names above all) is only ever
 // set as text, never parsed as HTML. The page's other modules: util.js
-// (state, helpers), verdict.js (the lead), charts.js, table.js.
+// (state, helpers), verdict.js (the lead), charts.js, table.js, ranks.js
+// (a many-rank session's rank views).
 import {bytes, el, get, loadPlotly, pct, rate, seconds, state} from './util.js';
 import {figures, followSizes} from './charts.js';
 import {verdictFigure, verdictLine} from './verdict.js';
 import {fileTable, showStep} from './table.js';
+import {rankFigures, rankFilter} from './ranks.js';
 
 const CSS = `
 body { font-family: Roboto, Arial, sans-serif; margin: 16px; color: #212121; }
@@ -65,7 +67,10 @@ export async function render() {
   for (const r of runs) selRun.append(el('option', {value: r.run}, r.run));
   const fillSessions = () => {
     const r = runs.find((x) => x.run === selRun.value);
-    selSession.replaceChildren(...r.sessions.map((s) => el('option', {value: s.session}, s.session)));
+    // a flight recorder's dump is named by what made it
+    selSession.replaceChildren(...r.sessions.map((s) => el('option', {value: s.session,
+      ...(s.origin ? {'data-trigger': s.origin.trigger} : {})},
+    s.origin ? `${s.session} (flight recorder: ${s.origin.trigger})` : s.session)));
     selSession.value = r.sessions[r.sessions.length - 1].session;
     fillHosts();
   };
@@ -81,8 +86,12 @@ export async function render() {
   const show = () => {
     // a new session: its own default sort (the server's), all steps
     Object.assign(state, {run: selRun.value, session: selSession.value, host: selHost.value, offset: 0,
-      sort: null, order: 'desc', step: null});
-    draw(body).catch((e) => body.replaceChildren(el('p', {class: 'error'}, e.message)));
+      sort: null, order: 'desc', step: null, node: '', ranks: ''});
+    const r = runs.find((x) => x.run === selRun.value);
+    const s = r.sessions.find((x) => x.session === selSession.value);
+    // the whole of a many-rank session comes from its analysis tables, with rank views
+    const ranked = !state.host && s.ranks > 1 && s.ranks === s.hosts.length;
+    draw(body, ranked).catch((e) => body.replaceChildren(el('p', {class: 'error'}, e.message)));
   };
   selRun.addEventListener('change', fillSessions);
   selSession.addEventListener('change', fillHosts);
@@ -93,15 +102,17 @@ export async function render() {
 
 const STEP_CHARTS = new Set(['tfd-verdict-chart', 'tfd-step-chart', 'tfd-step-mounts']);
 let drawing = 0;      // a newer draw (another session chosen) makes an older one stop
-async function draw(body) {
+async function draw(body, ranked) {
   const mine = ++drawing;
-  body.replaceChildren(el('p', {class: 'muted'}, 'Loading…'));
-  const [Plotly, summary, verdict, steps, hist, mounts, timeline, advice] = await Promise.all([
+  body.replaceChildren(el('p', {class: 'muted'}, ranked ? 'Loading (a session\'s first opening builds its '
+      + 'analysis tables)…' : 'Loading…'));
+  const [Plotly, summary, verdict, steps, hist, mounts, timeline, advice, heat, wait] = await Promise.all([
     loadPlotly(), get('summary'), get('verdict'), get('steps'), get('histograms'), get('mounts'), get('timeline'),
-    get('advice')]);
+    get('advice'), ...(ranked ? [get('rank_heatmap'), get('rank_wait')] : [])]);
   if (mine !== drawing) return;
   window.__tfdTimings.data = performance.now();
-  body.replaceChildren(verdictLine(verdict), cards(summary), coverageNote(summary.coverage), adviceSection(advice));
+  body.replaceChildren(originNote(summary.origin), verdictLine(verdict), cards(summary),
+      coverageNote(summary.coverage), adviceSection(advice));
   const figs = [verdictFigure(verdict), ...figures(steps, hist, mounts, timeline)].filter(Boolean);
   // every cell first, then the plots: a plot drawn into a grid still filling up
   // takes the width of a row that later holds two or three
@@ -110,15 +121,45 @@ async function draw(body) {
   await Promise.all(figs.map((f, i) => Plotly.newPlot(boxes[i], f.data, f.layout, {displaylogo: false})));
   if (mine !== drawing) return;
   followSizes(Plotly, boxes);
-  // a step in a per-step chart: its files in the table
-  for (const box of boxes.filter((b) => STEP_CHARTS.has(b.id))) {
+  // a step in a per-step chart: its files in the table (the analysis tables keep no files per step)
+  for (const box of boxes.filter((b) => !ranked && STEP_CHARTS.has(b.id))) {
     box.on('plotly_click', (e) => { if (e.points.length) showStep(Number(e.points[0].x)); });
   }
+  if (ranked) await rankSection(body, Plotly, heat, wait);
+  if (mine !== drawing) return;
   window.__tfdTimings.charts = performance.now();
   const files = await fileTable();
   if (mine !== drawing) return;
   body.append(el('h2', {}, 'Files'), files);
   window.__tfdTimings.rendered = performance.now();
+}
+
+// The rank views under their filter; the filter redraws them alone.
+async function rankSection(body, Plotly, heat, wait) {
+  const grid = el('div', {class: 'grid', id: 'tfd-ranks'});
+  const status = el('span', {class: 'muted', id: 'tfd-rank-status'});
+  const plot = async (h, w) => {
+    const figs = rankFigures(h, w);
+    const boxes = figs.map((f) => el('div', {id: f.id, class: 'chart'}));
+    grid.replaceChildren(...figs.map((f, i) => el('div', {}, el('h2', {}, f.title), boxes[i])));
+    status.textContent = `${w.ranks.length} ranks`;
+    await Promise.all(figs.map((f, i) => Plotly.newPlot(boxes[i], f.data, f.layout, {displaylogo: false})));
+    followSizes(Plotly, boxes, {fresh: false});
+  };
+  const refilter = () => {
+    const q = {node: state.node, ranks: state.ranks};
+    Promise.all([get('rank_heatmap', q), get('rank_wait', q)]).then(([h, w]) => plot(h, w))
+        .catch((e) => { status.textContent = e.message; });
+  };
+  body.append(el('div', {}, el('h2', {}, 'Ranks'), rankFilter(wait.all_hosts, refilter), status, grid));
+  await plot(heat, wait);
+}
+
+// A flight recorder's dump: what triggered it, in the recorder's words.
+function originNote(origin) {
+  if (!origin) return '';
+  return el('div', {id: 'tfd-origin', class: 'note'}, el('b', {}, `Why this session exists (flight recorder, `
+      + `${origin.trigger || 'no trigger recorded'}): `), origin.reason || 'no reason recorded.');
 }
 
 function cards(s) {
@@ -129,12 +170,14 @@ function cards(s) {
     c('bytes_written', 'written', bytes(s.bytes_written)),
     c('bandwidth', s.processes > 1 ? 'bandwidth per process (bytes / summed I/O time)'
         : 'mean bandwidth (bytes / I/O time)', rate(s.bandwidth)),
-    c('io_time', 'time in reads and writes', seconds(s.io_time)),
-    c('meta_time', 'time in opens, stats, seeks', seconds(s.meta_time)),
+    ...(s.ranks ? [c('file_time', 'time in file calls, summed over ranks', seconds(s.file_time))]
+      : [c('io_time', 'time in reads and writes', seconds(s.io_time)),
+        c('meta_time', 'time in opens, stats, seeks', seconds(s.meta_time))]),
     c('files', 'files', String(s.files)),
     c('steps', 'steps', String(s.steps)),
   ];
-  if (s.processes > 1) list.push(c('processes', 'processes', String(s.processes)));
+  if (s.ranks) list.push(c('ranks', `ranks on ${s.hosts} host${s.hosts === 1 ? '' : 's'}`, String(s.ranks)));
+  else if (s.processes > 1) list.push(c('processes', 'processes', String(s.processes)));
   if (s.coverage) {
     for (const cov of s.coverage) list.push(c('coverage', 'of the process\'s I/O seen', pct(cov.share)));
   }

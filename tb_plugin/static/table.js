@@ -5,9 +5,12 @@ import {PAGE, bytes, el, get, pct, rate, seconds, state} from './util.js';
 const LABELS = {path: 'file', interface: 'via', tier: 'tier', bytes_read: 'read', bytes_written: 'written',
   reads: 'reads', writes: 'writes', opens: 'opens', stats: 'stats', read_time: 'read time',
   write_time: 'write time', meta_time: 'meta time', total_time: 'total time', bandwidth: 'bandwidth',
-  mean_request: 'mean request (data reads)', seq_fraction: 'sequential (data reads)', zero_reads: '0-byte reads'};
+  mean_request: 'mean request (data reads)', seq_fraction: 'sequential (data reads)', zero_reads: '0-byte reads',
+  ranks: 'ranks', bytes_min: 'least a rank moved', bytes_median: 'median a rank moved', bytes_max: 'most a rank moved',
+  io_time_max: 'longest a rank spent'};
 const FORMAT = {bytes_read: bytes, bytes_written: bytes, read_time: seconds, write_time: seconds, meta_time: seconds,
-  total_time: seconds, bandwidth: rate, mean_request: bytes, seq_fraction: pct};
+  total_time: seconds, bandwidth: rate, mean_request: bytes, seq_fraction: pct, bytes_min: bytes, bytes_median: bytes,
+  bytes_max: bytes, io_time_max: seconds};
 // null in these is a figure nobody counted (STDIO has no stat counter): '?', never 0
 const UNCOUNTED = new Set(['stats', 'seq_fraction', 'zero_reads']);
 

@@ -4,7 +4,9 @@
 
 export const PAGE = 50;
 // sort: null until the server names the column that matters for the session
-export const state = {run: null, session: null, host: '', sort: null, order: 'desc', offset: 0, q: '', step: null};
+// node, ranks: the rank views' host / rank filter
+export const state = {run: null, session: null, host: '', sort: null, order: 'desc', offset: 0, q: '', step: null,
+  node: '', ranks: ''};
 
 export function el(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);
@@ -34,6 +36,7 @@ export const pct = (x) => x == null ? '–' : `${(100 * x).toFixed(1)} %`;
 function query(extra = {}) {
   const p = new URLSearchParams({run: state.run, session: state.session, ...extra});
   if (state.host) p.set('host', state.host);
+  for (const [k, v] of Object.entries(extra)) if (v === '' || v == null) p.delete(k);
   return p.toString();
 }
 

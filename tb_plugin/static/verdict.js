@@ -1,7 +1,7 @@
 // The tab's lead: how much of each step went to file I/O, to other input
 // wait (XProf's figure, when the session has its profile) and to the rest.
 import {el, pct} from './util.js';
-import {amount, axis, hasData, layout} from './charts.js';
+import {amount, hasData, layout, stepAxis} from './charts.js';
 
 // darker is nearer the disk; apart from every tier colour
 const FILE_IO = '#263238', OTHER_INPUT = '#78909C', COMPUTE = '#CFD8DC';
@@ -19,7 +19,8 @@ export function verdictLine(v) {
   } else {
     line.append(el('b', {}, `File I/O: ${pct(v.share)} of step time`));
     const x = v.xprof;
-    if (!x) line.append('; no XProf profile in this session to compare.');
+    if (v.mean_over_ranks) line.append(' over all ranks; each step\'s bars are its mean over ranks.');
+    else if (!x) line.append('; no XProf profile in this session to compare.');
     else if (x.error) line.append(`; XProf: ${x.error}.`);
     else if (!x.measured) line.append('; XProf found no steps in its profile.');
     else line.append(el('b', {}, `; XProf: ${x.input_percent.toFixed(1)} % input-bound.`), ` ${WHY}`);
@@ -35,7 +36,8 @@ export function verdictFigure(v) {
     ...(v.other_input ? [bar('other input wait (XProf)', v.other_input, OTHER_INPUT)] : []),
     bar(v.other_input ? 'compute and the rest' : 'the rest of the step', v.compute, COMPUTE)]
       .filter((t) => hasData(t.y));
-  return {id: 'tfd-verdict-chart', title: 'Per step: where the time went (click a step for its files)', data,
-    layout: layout({barmode: 'stack', xaxis: axis('step', {type: v.steps.length > 500 ? 'linear' : 'category'}),
-      yaxis: amount('seconds')})};
+  const title = v.mean_over_ranks ? 'Per step, mean over ranks: where the time went'
+    : 'Per step: where the time went (click a step for its files)';
+  return {id: 'tfd-verdict-chart', title, data,
+    layout: layout({barmode: 'stack', xaxis: stepAxis(v.steps), yaxis: amount(v.mean_over_ranks ? 'seconds (mean over ranks)' : 'seconds')})};
 }

@@ -64,8 +64,11 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
 
 def _per_file(files):
     """Per path: sums over ranks, ranks touching it, min/median/max over ranks."""
+    # split_out=1: past some hundreds of partitions dask-expr shuffles this
+    # groupby's output, and the groupby below then loses the "path" column
+    # (KeyError in unique_partition_mapping_columns_from_shuffle at 1,024 logs)
     per_rank = files.groupby(["path", "rank"]).agg(
-        {"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"}).reset_index()
+        {"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"}, split_out=1).reset_index()
     per_rank["bytes"] = per_rank["bytes_read"] + per_rank["bytes_written"]
     g = per_rank.groupby("path")
     totals = g.agg({"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum",

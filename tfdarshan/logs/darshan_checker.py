@@ -19,7 +19,8 @@ def _fixed_record_size(module: str) -> int:
     return BASE.size + 8 * (len(ints) + len(floats))
 
 
-def _inflate(raw: bytes, comp_type: int, what: str, path) -> bytes:
+def inflate(raw: bytes, comp_type: int, what: str, path) -> bytes:
+    """One compressed region of a log, inflated; DarshanLogError naming it if it is not."""
     try:
         if comp_type == 0:
             d = zlib.decompressobj()
@@ -91,10 +92,10 @@ def inspect_log(path) -> Dict[str, object]:
     for what, (off, length) in regions:
         if (off < HEADER.size and length) or length < 0 or off + length > size:
             raise DarshanLogError(f"{path}: truncated or corrupted ({what} region out of bounds)")
-    job = _inflate(data[HEADER.size:job_end], comp_type, "job", path)
+    job = inflate(data[HEADER.size:job_end], comp_type, "job", path)
     if not (JOB_SIZE < len(job) <= 4096 + 65536):
         raise DarshanLogError(f"{path}: corrupted job record")
-    names = _inflate(data[name_map[0]:name_map[0] + name_map[1]], comp_type, "name", path) if name_map[1] else b""
+    names = inflate(data[name_map[0]:name_map[0] + name_map[1]], comp_type, "name", path) if name_map[1] else b""
     pos = 0
     while pos < len(names):
         end = names.find(b"\x00", pos + 8)
@@ -113,7 +114,7 @@ def inspect_log(path) -> Dict[str, object]:
         if module is None:
             others = True       # a module tfdarshan does not read
             continue
-        buf = _inflate(data[off:off + length], comp_type, module, path)
+        buf = inflate(data[off:off + length], comp_type, module, path)
         _check_module(module, buf, mod_ver[mod_id], path)
         buffers[module] = buf
     current = all(mod_ver[MOD[m]] == MOD_VER[m] for m in buffers)

@@ -3,6 +3,7 @@ a fast decoder, others through PyDarshan."""
 from __future__ import annotations
 
 import os
+import pathlib
 import struct
 from typing import Dict
 
@@ -13,8 +14,8 @@ from tfdarshan.capture import counters as C
 from tfdarshan.capture import heatmap as H
 from tfdarshan.capture.snapshot import Snapshot, empty_dxt, empty_extra, empty_values, merge_records
 from tfdarshan.errors import DarshanLogError
-from tfdarshan.logs.darshan_checker import inspect_log
-from tfdarshan.logs.darshan_format import DXT_HEADER, HEATMAP_HEADER, SEGMENT
+from tfdarshan.logs.darshan_checker import inflate, inspect_log
+from tfdarshan.logs.darshan_format import DXT_HEADER, HEADER, HEATMAP_HEADER, LOG_VERSION, MAGIC, SEGMENT
 
 def read_darshan_log(path) -> Snapshot:
     """A Snapshot of a Darshan log: ours, or one a site-wide Darshan wrote.
@@ -151,9 +152,34 @@ def _values_from_top4(posix: pd.DataFrame) -> pd.DataFrame:
 JOB = struct.Struct("<7q1024s")
 
 
-def _snapshot_from_regions(path, info) -> Snapshot:
-    uid, s_sec, s_nsec, e_sec, e_nsec, nprocs, jobid, meta_raw = JOB.unpack_from(info["job"], 0)
-    trailing = info["job"][JOB.size:].split(b"\0")[0].decode(errors="surrogateescape")
+def read_job_record(path) -> Dict[str, object]:
+    """A log's job record alone: {"metadata": {key: value}, "mounts": [[point,
+    fstype], ...]}. Reads only the header and the job region of a
+    current-format log (listing sessions must not read every record)."""
+    path = pathlib.Path(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEADER.size)
+            if len(head) == HEADER.size and head[:8].split(b"\0")[0] == LOG_VERSION:
+                h = HEADER.unpack_from(head, 0)
+                comp_type, name_off, mod_offs = h[2], h[4], [h[6 + 2 * i] for i in range(64)]
+                # the job region ends where the names begin, or else the first module
+                end = name_off or min((o for o in mod_offs if o), default=0)
+                if h[1] == MAGIC and comp_type in (0, 1, 2) and HEADER.size < end <= HEADER.size + (1 << 20):
+                    job = inflate(f.read(end - HEADER.size), comp_type, "job", path)
+                    if len(job) > JOB.size:
+                        _, metadata, mounts = _parse_job(job)
+                        return {"metadata": metadata, "mounts": mounts}
+    except OSError as e:
+        raise DarshanLogError(f"{path}: cannot read ({e.strerror})") from None
+    meta = read_darshan_log(path).meta          # older formats, or a header to be checked in full
+    return {"metadata": dict(meta["job_metadata"]), "mounts": meta["mounts"]}
+
+
+def _parse_job(job: bytes):
+    """(exe, metadata, mounts) of an inflated job region."""
+    meta_raw = JOB.unpack_from(job, 0)[7]
+    trailing = job[JOB.size:].split(b"\0")[0].decode(errors="surrogateescape")
     exe, _, mount_text = trailing.partition("\n")
     mounts = []
     for line in mount_text.split("\n"):
@@ -165,6 +191,12 @@ def _snapshot_from_regions(path, info) -> Snapshot:
         k, eq, v = line.partition("=")
         if eq:
             job_meta[k] = v
+    return exe, job_meta, mounts
+
+
+def _snapshot_from_regions(path, info) -> Snapshot:
+    uid, s_sec, s_nsec, e_sec, e_nsec, nprocs, jobid, _ = JOB.unpack_from(info["job"], 0)
+    exe, job_meta, mounts = _parse_job(info["job"])
     names: Dict[int, str] = {}
     raw, pos = info["names"], 0
     while pos < len(raw):

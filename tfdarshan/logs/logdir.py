@@ -76,13 +76,14 @@ def _process_order(stem: str):
     return (m.group(1), int(m.group(2))) if m else (stem, -1)
 
 
-def process_label(stem: str) -> str:
-    """How the tab names a process: "vm rank 3", "vm pid 412" or "vm"."""
+def process_label(stem: str, capture: bool = False) -> str:
+    """How the tab names a process: "vm rank 3", "vm pid 412" or "vm"; a
+    profiler server capture's <host>_<port> is "vm port 6009"."""
     m = re.fullmatch(r"(.*)\.rank(\d+)", stem)
     if m:
         return f"{m.group(1)} rank {m.group(2)}"
     m = re.fullmatch(r"(.*)_(\d+)", stem)
-    return f"{m.group(1)} pid {m.group(2)}" if m else stem
+    return f"{m.group(1)} {'port' if capture else 'pid'} {m.group(2)}" if m else stem
 
 
 def load_snapshot(session: Session, host: Optional[str] = None) -> Snapshot:

@@ -1,0 +1,62 @@
+"""A many-rank session as the tab loads it: from the analysis tables
+(`tfdarshan analyze`), built on first use when they are missing or older than
+a rank's log, so that opening a 1,024-rank session never reads every rank's
+records into one frame."""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+from typing import List, Tuple
+
+import pandas as pd
+
+from tfdarshan.analysis.analyze import TABLES, analyze
+from tfdarshan.capture import mounts as M
+from tfdarshan.logs.darshan_log import read_job_record
+from tfdarshan.logs.logdir import Session
+from tfdarshan.advice.file_table import tiers_of
+from tfdarshan_tb.views import display_path, read_json, tier_names
+
+RANK_STEM = re.compile(r"(.*)\.rank(\d+)")
+
+
+def rank_stems(session: Session) -> List[Tuple[str, int]]:
+    """(host, rank) of each rank log, from its file name."""
+    return [(m.group(1), int(m.group(2))) for m in map(RANK_STEM.fullmatch, session.hosts) if m]
+
+
+def is_many_ranks(session: Session) -> bool:
+    """A session of several rank logs (and nothing else) is read from tables."""
+    return len(session.hosts) > 1 and len(rank_stems(session)) == len(session.hosts)
+
+
+def tables_dir(session: Session) -> pathlib.Path:
+    """The session's analysis tables, built now if missing or stale."""
+    out = session.directory / "analysis"
+    newest = max(os.stat(session.directory / f"{h}.darshan").st_mtime_ns for h in session.hosts)
+    try:
+        fresh = all((out / t).exists() for t in TABLES) and os.stat(out).st_mtime_ns >= newest
+    except OSError:
+        fresh = False
+    if not fresh:
+        analyze(session.directory)
+    return out
+
+
+class RankSessionData:
+    """Everything the tab shows for a many-rank session, from its tables."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        where = tables_dir(session)
+        files, self.ranks, self.steps, self.mounts_table = (
+            pd.read_parquet(where / t) for t in ("files", "ranks", "steps", "mounts"))
+        # one rank's mount table names the tiers (a job's ranks see the same mounts)
+        first = session.directory / f"{session.hosts[0]}.darshan"
+        record = read_job_record(first)
+        self.mounts = [M.Mount(p, t) for p, t in record["mounts"]] or M.current()
+        self.files = files.assign(tier=tier_names(tiers_of(files["path"], self.mounts)), total_time=files["io_time"],
+                                  path=files["path"].map(display_path))
+        self.job_metadata = record["metadata"]
+        self.advice = read_json(session.directory / "advice.json")

@@ -1,0 +1,177 @@
+"""The tab's payloads for a many-rank session, from its analysis tables
+(rank_data.RankSessionData): the views every session has, as far as the
+tables hold them, and the rank views (a ranks x steps heatmap of input wait,
+the ranks sorted by wait) with a host / rank filter. Pure functions."""
+from __future__ import annotations
+
+import math
+import re
+from typing import Dict, Optional
+
+import numpy as np
+import pandas as pd
+
+from tfdarshan.capture import mounts as M
+from tfdarshan_tb import views
+from tfdarshan_tb.rank_data import RankSessionData
+
+FILE_COLUMNS = ["path", "tier", "ranks", "bytes_read", "bytes_written", "opens", "total_time",
+                "bytes_min", "bytes_median", "bytes_max", "io_time_max"]
+# a heatmap larger than this is drawn with steps binned (the browser draws every cell)
+MAX_HEAT_CELLS = 250_000
+RANK_SPEC = re.compile(r"\d{1,9}(-\d{1,9})?(,\d{1,9}(-\d{1,9})?)*")
+
+
+def _clean_list(values) -> list:
+    return [views._clean(v) for v in values]
+
+
+def _real_steps(d: RankSessionData) -> pd.DataFrame:
+    """Steps with markers (a window without them has one pseudo-step, -1),
+    each rank's input wait capped at its step's duration, as the
+    one-process verdict caps it."""
+    st = d.steps[d.steps["step"] >= 0]
+    return st.assign(file_io=np.minimum(st["input_wait"], st["duration"].clip(lower=0)))
+
+
+def summary(d: RankSessionData) -> Dict:
+    r = d.ranks
+    read, written, spent = int(r["bytes_read"].sum()), int(r["bytes_written"].sum()), float(r["io_time"].sum())
+    st = _real_steps(d)
+    span = float(st["duration"].sum())
+    out = {"files": int(len(d.files)), "bytes_read": read, "bytes_written": written,
+           # the tables keep one time per file: reads, writes and metadata together
+           "io_time": None, "meta_time": None, "file_time": spent,
+           "bandwidth": (read + written) / spent if spent > 0 else None, "duration": None,
+           "processes": int(len(r)), "ranks": int(len(r)), "hosts": int(r["host"].nunique()),
+           "steps": int(st["step"].nunique()),
+           "input_share": float(st["file_io"].sum()) / span if span > 0 else None,
+           "folded_files": 0, "trace_dropped": 0}
+    out = {k: views._clean(v) for k, v in out.items()}
+    out["origin"] = views.origin(d.job_metadata)
+    return out
+
+
+def verdict(d: RankSessionData) -> Dict:
+    """Per step, the mean over ranks of its duration and of its file I/O."""
+    st = _real_steps(d)
+    out = {"series": True, "steps": [], "share": None, "xprof": None, "mean_over_ranks": True}
+    if not len(st):
+        return out
+    g = st.groupby("step", as_index=False).agg(duration=("duration", "mean"), file_io=("file_io", "mean"))
+    span = float(st["duration"].sum())
+    out.update(steps=[int(s) for s in g["step"]], duration=_clean_list(g["duration"]),
+               file_io=_clean_list(g["file_io"]), other_input=None,
+               compute=_clean_list((g["duration"] - g["file_io"]).clip(lower=0)),
+               cut_by_window_end=[False] * len(g),
+               share=views._clean(float(st["file_io"].sum()) / span) if span > 0 else None)
+    return out
+
+
+def steps(d: RankSessionData) -> Dict:
+    """Per step, summed over ranks: bytes read, and bandwidth over the time
+    in file calls (the tables do not split reads from metadata)."""
+    st = d.steps
+    if st.empty:
+        return {"steps": [], "mounts": {}}
+    g = st.groupby("step", as_index=False).agg(bytes_read=("bytes_read", "sum"), io_time=("io_time", "sum"),
+                                                duration=("duration", "mean"))
+    bw = np.where(g["io_time"] > 0, g["bytes_read"] / g["io_time"].where(g["io_time"] > 0, 1), np.nan)
+    n = len(g)
+    return {"steps": [int(s) for s in g["step"]], "duration": _clean_list(g["duration"]),
+            "cut_by_window_end": [False] * n, "bytes_read": [int(b) for b in g["bytes_read"]],
+            "bytes_written": [0] * n, "ops": [None] * n, "io_time": _clean_list(g["io_time"]),
+            "meta_time": [None] * n, "bandwidth": _clean_list(bw), "mounts": {}}
+
+
+def histograms(d: RankSessionData) -> Dict:
+    """Access sizes are not in the tables: an empty histogram, left out of the page."""
+    return {"bins": views.SIZE_BINS, "labels": views.SIZE_LABELS, "read": [], "write": [], "available": False}
+
+
+def timeline(d: RankSessionData) -> Dict:
+    return {"available": False, "files": []}
+
+
+def mounts(d: RankSessionData) -> Dict:
+    t = d.mounts_table
+    if t.empty:
+        return {"mounts": []}
+    names = views.tier_names(M.label(p, d.mounts) if p else "?" for p in t["mount"])
+    g = t.assign(tier=names).groupby("tier", as_index=False).agg(
+        files=("files", "sum"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"))
+    # no read or write time of their own in the tables: no per-tier bandwidth
+    g["read_bandwidth"] = g["write_bandwidth"] = None
+    return {"mounts": [{k: views._clean(v) for k, v in r.items()} for r in g.to_dict("records")]}
+
+
+def files(d: RankSessionData, sort: Optional[str] = None, order: str = "desc", offset: int = 0,
+          limit: int = 50, query: str = "", step: Optional[int] = None) -> Dict:
+    if step is not None:
+        raise ValueError("the analysis tables do not keep each step's files: choose one rank for that")
+    t = d.files
+    sort = sort or ("bytes_written" if not t["bytes_read"].sum() > 0 and t["bytes_written"].sum() > 0
+                    else "bytes_read")
+    return {**views.table_page(t, FILE_COLUMNS, sort, order, offset, limit, query), "step": None}
+
+
+# ------------------------------------------------------------- rank views
+def rank_filter(d: RankSessionData, node: Optional[str], ranks: Optional[str]) -> pd.Series:
+    """Which rows of the ranks table the filter keeps: a host (node) and a
+    rank list such as "0-15,32". ValueError (a 400) for what names nothing."""
+    keep = pd.Series(True, index=d.ranks.index)
+    if node is not None:
+        if node not in set(d.ranks["host"]):
+            raise ValueError("no such host among this session's ranks")
+        keep &= d.ranks["host"] == node
+    if ranks is not None:
+        if not RANK_SPEC.fullmatch(ranks):
+            raise ValueError('ranks must be a list such as "0-15,32"')
+        wanted = set()
+        for part in ranks.split(","):
+            lo, _, hi = part.partition("-")
+            lo, hi = int(lo), int(hi or lo)
+            if hi < lo:
+                raise ValueError(f"rank range {part} runs backwards")
+            present = d.ranks["rank"][(d.ranks["rank"] >= lo) & (d.ranks["rank"] <= hi)]
+            if present.empty:
+                raise ValueError(f"no rank {part} in this session")
+            wanted.update(int(r) for r in present)
+        keep &= d.ranks["rank"].isin(wanted)
+    return keep
+
+
+def rank_wait(d: RankSessionData, node: Optional[str] = None, ranks: Optional[str] = None) -> Dict:
+    """Ranks by the share of their step time spent in file input calls
+    (analyze's figure), longest first."""
+    r = d.ranks[rank_filter(d, node, ranks)]
+    r = r.sort_values(["input_wait", "rank"], ascending=[False, True], na_position="last")
+    return {"ranks": [int(x) for x in r["rank"]], "hosts": r["host"].astype(str).tolist(),
+            "input_wait": _clean_list(r["input_wait"]),
+            "wait_seconds": _clean_list(r["input_wait"] * r["step_time"]),
+            "step_time": _clean_list(r["step_time"]), "bytes_read": [int(b) for b in r["bytes_read"]],
+            "all_hosts": sorted(set(d.ranks["host"].astype(str)))}
+
+
+def rank_heatmap(d: RankSessionData, node: Optional[str] = None, ranks: Optional[str] = None) -> Dict:
+    """Seconds of input wait per rank (rows, in rank order) and step
+    (columns); past MAX_HEAT_CELLS, steps are summed in equal bins."""
+    kept = d.ranks[rank_filter(d, node, ranks)]
+    st = d.steps[(d.steps["step"] >= 0) & d.steps["rank"].isin(kept["rank"])]
+    grid = st.pivot_table(index="rank", columns="step", values="input_wait", aggfunc="sum")
+    grid = grid.reindex(sorted(kept["rank"]))
+    width = max(1, math.ceil(grid.shape[1] * len(grid) / MAX_HEAT_CELLS)) if len(grid) else 1
+    if width > 1:
+        bins = np.arange(grid.shape[1]) // width
+        firsts = [int(grid.columns[i]) for i in range(0, grid.shape[1], width)]
+        grid = grid.T.groupby(bins).sum(min_count=1).T
+        grid.columns = firsts
+    host = dict(zip(kept["rank"], kept["host"].astype(str)))
+    return {"ranks": [int(x) for x in grid.index], "hosts": [host[x] for x in grid.index],
+            "steps": [int(s) for s in grid.columns], "step_bin": width,
+            "wait": [_clean_list(row) for row in grid.to_numpy()]}
+
+
+def no_ranks() -> Dict:
+    """The rank views of a session that is not many ranks."""
+    return {"ranks": [], "hosts": [], "steps": [], "wait": [], "input_wait": [], "all_hosts": []}
