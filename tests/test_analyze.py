@@ -3,9 +3,7 @@ pipeline under `tfdarshan run`, scaled with the project's own log writer)
 gives the same per-file and per-rank figures as a direct pandas computation
 over the same logs, on the embedded engine and on a real two-worker Dask
 cluster started here on 127.0.0.1."""
-import dataclasses
 import os
-import shutil
 import subprocess
 import sys
 
@@ -15,7 +13,7 @@ import pytest
 
 import tfdarshan
 from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
-from tfdarshan.logs.darshan_log import write_darshan_log
+from rank_session import scaled_session
 
 REAL_RANKS, RANKS = 4, 64
 SCRIPT = """
@@ -40,37 +38,8 @@ def session(tmp_path_factory):
     for r in range(REAL_RANKS):
         own.append(root / f"shard-{r}.bin")
         own[-1].write_bytes(os.urandom(300_000))
-    script = root / "train.py"
-    script.write_text(SCRIPT)
-    logdir = root / "logs"
-    procs = [subprocess.Popen([sys.executable, "-m", "tfdarshan", "run", "--logdir", str(logdir), str(script),
-                               str(shared), *map(str, own)],
-                              env={**os.environ, "SLURM_PROCID": str(r), "SLURM_NTASKS": str(REAL_RANKS),
-                                   "SLURM_JOB_ID": "5150", "SLURM_STEP_ID": "0"},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(REAL_RANKS)]
-    for p in procs:
-        _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err[-2000:]
-    (session_dir,) = {p.parent for p in logdir.glob("plugins/tfdarshan/*/*.rank*.darshan")}
-    for job in session_dir.glob("*.job.darshan"):
-        job.unlink()                     # the scaled ranks below are not in it
-    # scale to 64 ranks with the project's own writer: rank r repeats real rank r % 4
-    # with its byte counts multiplied by (1 + r // 4)
-    for r in range(REAL_RANKS, RANKS):
-        src = next(session_dir.glob(f"*.rank{r % REAL_RANKS}.darshan"))
-        host = src.name.split(".rank")[0]
-        snap = tfdarshan.read_darshan_log(src)
-        k = 1 + r // REAL_RANKS
-        posix, stdio = snap.posix, snap.stdio
-        for frame, module in ((posix, "POSIX"), (stdio, "STDIO")):
-            for c in (f"{module}_BYTES_READ", f"{module}_F_READ_TIME"):
-                frame[c] = frame[c] * k
-        scaled = dataclasses.replace(snap, _posix=posix, _stdio=stdio)
-        write_darshan_log(scaled, session_dir / f"{host}.rank{r}.darshan", metadata={"rank": str(r)})
-        steps = src.with_name(src.name.replace(".darshan", ".steps.parquet"))
-        shutil.copyfile(steps, session_dir / f"{host}.rank{r}.steps.parquet")
-    assert len(rank_logs(session_dir)) == RANKS
-    return session_dir
+    # rank r repeats real rank r % 4 with its byte counts multiplied by (1 + r // 4)
+    return scaled_session(root, SCRIPT, [shared, *own], REAL_RANKS, RANKS)
 
 
 def expected(session_dir):

@@ -6,6 +6,8 @@ Parquet tables in <session>/analysis/:
     ranks/   per rank: totals, its host, and its input wait share of step time
     steps/   per step and rank: bytes, I/O time, input wait, duration
     mounts/  per mount: totals over ranks
+    rank_mounts/  per rank and mount: files, bytes, I/O time, opens (which
+             tier each rank reads from, and how hard it opens files there)
 
 Each log is read by one task (tables.reduce_log); the per-file figures are
 then combined by a Dask groupby, so no process holds every rank's records."""
@@ -20,7 +22,7 @@ import pandas as pd
 from tfdarshan.analysis import tables
 from tfdarshan.analysis.engine import engine
 
-TABLES = ("files", "ranks", "steps", "mounts")
+TABLES = ("files", "ranks", "steps", "mounts", "rank_mounts")
 
 
 def rank_logs(session_dir: pathlib.Path) -> List[pathlib.Path]:
@@ -49,12 +51,13 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
                                        ("steps", tables.STEP_ROWS), ("mounts", tables.MOUNT_ROWS))}
         per_file = _per_file(frames["files"])
         per_mount = frames["mounts"].groupby("mount").agg(
-            {"files": "sum", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum"}).reset_index()
+            {"fstype": "first", "files": "sum", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
+             "opens": "sum"}).reset_index()
         tmp = out.with_name(out.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
         written = {}
         for name, frame in (("files", per_file), ("ranks", frames["ranks"]), ("steps", frames["steps"]),
-                            ("mounts", per_mount)):
+                            ("mounts", per_mount), ("rank_mounts", frames["mounts"])):
             frame.to_parquet(tmp / name, write_index=False)
             written[name] = out / name
         shutil.rmtree(out, ignore_errors=True)
@@ -73,6 +76,17 @@ def _per_file(files):
     spread = g.agg({"bytes": ["min", "median", "max"], "io_time": ["min", "median", "max"]})
     spread.columns = [f"{c}_{s}" for c, s in spread.columns]
     return totals.join(spread).reset_index()
+
+
+def tables_of(session_dir, *, scheduler: Optional[str] = None) -> Dict[str, pd.DataFrame]:
+    """The per-file, per-rank and per-mount tables (not the larger step
+    table), built first when absent or older than the newest log."""
+    d = pathlib.Path(session_dir) / "analysis"
+    names = [n for n in TABLES if n != "steps"]
+    newest = max((p.stat().st_mtime for p in rank_logs(session_dir)), default=0.0)
+    if not all((d / n).exists() for n in TABLES) or d.stat().st_mtime < newest:
+        analyze(session_dir, scheduler=scheduler)
+    return {n: read_table(session_dir, n) for n in names}
 
 
 def read_table(session_dir, name: str) -> pd.DataFrame:
