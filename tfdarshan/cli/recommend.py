@@ -141,11 +141,7 @@ def run(args: argparse.Namespace) -> int:
         advice.findings.extend(rank_findings(session_dir, args.tiers))
     text = {"text": advice_report.render_text, "json": advice_report.render_json,
             "html": advice_report.render_html}[args.format](advice)
-    if args.output:
-        pathlib.Path(args.output).write_text(text)
-        print(f"wrote {args.output}")
-    else:
-        print(text)
+    emit(args, text)
     if session_dir is not None and not args.no_store:
         from tfdarshan.advice.stager import _write_json
         _write_json(session_dir / "advice.json", advice.to_dict())
@@ -160,6 +156,15 @@ def run(args: argparse.Namespace) -> int:
     if picked:
         print(f"tfdarshan recommend: read {picked}", file=sys.stderr)
     return 0
+
+
+def emit(args: argparse.Namespace, text: str) -> None:
+    """The report to --output, else standard output."""
+    if args.output:
+        pathlib.Path(args.output).write_text(text)
+        print(f"wrote {args.output}")
+    else:
+        print(text)
 
 
 def rank_findings(session_dir, toml_files):
@@ -195,11 +200,7 @@ def per_node(args: argparse.Namespace, capacity) -> int:
         text = json.dumps({**plans.to_dict(), "findings": [dataclasses.asdict(f) for f in findings]}, indent=1)
     else:
         text = advice_report.render_node_plans(plans, findings)
-    if args.output:
-        pathlib.Path(args.output).write_text(text)
-        print(f"wrote {args.output}")
-    else:
-        print(text)
+    emit(args, text)
     if args.manifest:
         root = args.staging_root or os.path.join(args.fast_tier, "tfdarshan-staged")
         manifest = make_node_manifest({h: plans.paths(h) for h in plans.nodes}, root, progress=sys.stderr.isatty())
