@@ -162,9 +162,11 @@ def test_recommend_shows_them_and_builds_the_tables_first(troubled, shm, shm_tie
     shutil.rmtree(troubled / "analysis", ignore_errors=True)
     logdir = troubled.parent.parent.parent
     r = subprocess.run([sys.executable, "-m", "tfdarshan", "recommend", str(logdir), "--fast-tier", shm,
-                        "--capacity", "10%", "--no-store"], capture_output=True, text=True, timeout=600,
+                        "--capacity", "10%"], capture_output=True, text=True, timeout=600,
                        env={**os.environ, "TFDARSHAN_TIERS": str(store)})
     assert r.returncode == 0, r.stderr[-2000:]
     for title in ("2 straggling ranks", "shared-file hot spot", "Uneven shards", "Metadata storm on /dev/shm"):
         assert title in r.stdout, r.stdout
     assert (troubled / "analysis" / "rank_mounts").exists()
+    stored = json.loads((troubled / "advice.json").read_text())        # beside the session, for the tab
+    assert {"2 straggling ranks", "Metadata storm on /dev/shm"} <= {f["title"] for f in stored["findings"]}
