@@ -49,7 +49,7 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
                                         meta=tables.empty(schema), verify_meta=False)
                   for name, schema in (("files", tables.FILE_ROWS), ("ranks", tables.RANK_ROWS),
                                        ("steps", tables.STEP_ROWS), ("mounts", tables.MOUNT_ROWS))}
-        per_file = _per_file(frames["files"])
+        per_file = _per_file(frames["files"], len(logs))
         per_mount = frames["mounts"].groupby("mount").agg(
             {"fstype": "first", "files": "sum", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
              "opens": "sum"}).reset_index()
@@ -65,17 +65,27 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
     return {"where": where, "ranks": len(logs), "tables": written}
 
 
-def _per_file(files):
-    """Per path: sums over ranks, ranks touching it, min/median/max over ranks."""
-    per_rank = files.groupby(["path", "rank"]).agg(
-        {"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"}).reset_index()
+def _per_file(files, logs: int):
+    """Per path: sums over ranks, ranks touching it, min/median/max over ranks.
+    Each path's rows are shuffled into one partition and reduced there by
+    pandas: exact medians, and one pass (a groupby of sums joined to a
+    groupby of spreads failed in Dask's planner at 1,024 partitions)."""
+    meta = _per_file_part(tables.empty(tables.FILE_ROWS))
+    return files.shuffle("path", npartitions=max(1, min(64, logs // 16))).map_partitions(_per_file_part, meta=meta)
+
+
+def _per_file_part(files: pd.DataFrame) -> pd.DataFrame:
+    per_rank = files.groupby(["path", "rank"], as_index=False).agg(
+        {"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"})
     per_rank["bytes"] = per_rank["bytes_read"] + per_rank["bytes_written"]
     g = per_rank.groupby("path")
     totals = g.agg({"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum",
                     "rank": "count"}).rename(columns={"rank": "ranks"})
     spread = g.agg({"bytes": ["min", "median", "max"], "io_time": ["min", "median", "max"]})
     spread.columns = [f"{c}_{s}" for c, s in spread.columns]
-    return totals.join(spread).reset_index()
+    # string[pyarrow]: what Dask makes of text columns elsewhere, and what its parquet writer can infer
+    return totals.join(spread).reset_index().astype({"path": "string[pyarrow]", "bytes_median": "float64",
+                                                     "io_time_median": "float64"})
 
 
 def tables_of(session_dir, *, scheduler: Optional[str] = None) -> Dict[str, pd.DataFrame]:
