@@ -4,14 +4,13 @@ a rank's log, so that opening a 1,024-rank session never reads every rank's
 records into one frame."""
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 from typing import List, Tuple
 
 import pandas as pd
 
-from tfdarshan.analysis.analyze import TABLES, analyze
+from tfdarshan.analysis.analyze import ensure_tables
 from tfdarshan.capture import mounts as M
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan.logs.logdir import Session
@@ -33,15 +32,7 @@ def is_many_ranks(session: Session) -> bool:
 
 def tables_dir(session: Session) -> pathlib.Path:
     """The session's analysis tables, built now if missing or stale."""
-    out = session.directory / "analysis"
-    newest = max(os.stat(session.directory / f"{h}.darshan").st_mtime_ns for h in session.hosts)
-    try:
-        fresh = all((out / t).exists() for t in TABLES) and os.stat(out).st_mtime_ns >= newest
-    except OSError:
-        fresh = False
-    if not fresh:
-        analyze(session.directory)
-    return out
+    return ensure_tables(session.directory)
 
 
 class RankSessionData:

@@ -19,7 +19,7 @@ from tfdarshan.analysis.analyze import analyze, rank_logs
 from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import find_sessions
 from tfdarshan.logs.series import read_parquet, write_parquet
-from rank_sessions import RANKS_PER_NODE, rank_of, real_ranks, scale
+from rank_session import PIPELINE, RANKS_PER_NODE, pipeline_inputs, rank_of, real_session, scale, scaled_host
 from tb_helpers import ARTIFACTS, browser, fetch, open_tab, tensorboard
 
 REAL, RANKS, FEW = 4, 64, 8
@@ -48,13 +48,13 @@ def _single(src_log, logdir, run, stem, metadata, steps=None):
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("ranks_tab")
-    real = real_ranks(root / "real", REAL)
+    real = real_session(root / "real", PIPELINE, pipeline_inputs(root / "real", REAL), REAL)
     logdir = root / "tb"
     many = _copy_session(real, logdir, "ranks64")
-    scale(many, REAL, RANKS)
+    scale(many, REAL, RANKS, host_of=scaled_host)
     analyze(many)                       # (the tab's own first-use build is tested on `few`)
     few = _copy_session(real, logdir, "ranks8")
-    scale(few, REAL, FEW)
+    scale(few, REAL, FEW, host_of=scaled_host)
     rank0 = next(real.glob("*.rank0.darshan"))
     # ten steps numbered as the demo's (2-11), from rank 0's three, shifted in time
     s = read_parquet(rank0.with_name(rank0.name.replace(".darshan", ".steps.parquet")))

@@ -10,6 +10,7 @@ import numpy as np
 
 from tfdarshan.advice.advisor import Advice
 from tfdarshan.advice.file_table import human_bytes, human_time
+from tfdarshan.advice.per_node import NodePlans
 
 
 def render_text(a: Advice) -> str:
@@ -30,14 +31,30 @@ def render_text(a: Advice) -> str:
         lines.append(f"  {label}: {len(idx)} files, {human_bytes(a.bytes(idx))}, saves {human_time(a.saving(idx))}")
     lines.append(f"  this recommendation: {len(a.chosen)} files, {human_bytes(a.bytes(a.chosen))}, "
                  f"saves {human_time(a.saving(a.chosen))}")
-    if a.findings:
-        lines.append("")
-        lines.append("Findings:")
-        for f in a.findings:
-            lines.append(f"  [{f.level}] {f.title}")
-            lines.append(f"      {f.detail}")
-            lines.append(f"      suggested: {f.suggestion}")
-    return "\n".join(lines)
+    return "\n".join(lines + findings_text(a.findings))
+
+
+def findings_text(findings) -> list:
+    if not findings:
+        return []
+    lines = ["", "Findings:"]
+    for f in findings:
+        lines.append(f"  [{f.level}] {f.title}")
+        lines.append(f"      {f.detail}")
+        lines.append(f"      suggested: {f.suggestion}")
+    return lines
+
+
+def render_node_plans(p: NodePlans, findings=()) -> str:
+    """Per-node plans as text: one line a node, then sharded against replicated."""
+    lines = [f"Per-node staging plans on {p.fast_tier.label}:"]
+    for h, a in p.nodes.items():
+        lines.append(f"  {h} ({p.ranks.get(h, 0)} ranks): stage {len(a.chosen)} files, "
+                     f"{human_bytes(a.bytes(a.chosen))} of {human_bytes(p.capacity[h])}; saves "
+                     f"{human_time(p.saving(h))} of {human_time(a.current_time)} (replicated plan: "
+                     f"{human_time(p.replicated_saving[h])})")
+    lines += ["", p.summary()]
+    return "\n".join(lines + findings_text(findings))
 
 
 def render_json(a: Advice) -> str:

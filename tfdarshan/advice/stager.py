@@ -15,6 +15,7 @@ import os
 import pathlib
 import re
 import shutil
+import socket
 import time
 from typing import Dict, Iterable, List, Optional
 
@@ -63,7 +64,8 @@ def _load_json(path: pathlib.Path, what: str, kind=None):
 
 def _write_json(path: pathlib.Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    # a name of this writer's own: nodes staging from one manifest on a shared file system write at once
+    tmp = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
 
@@ -91,6 +93,33 @@ def make_manifest(sources: Iterable[str], root: str, *, progress: bool = False) 
             bar.update(size)
     bar.close()
     return {"format": FORMAT, "created": time.time(), "root": root, "entries": entries}
+
+
+def make_node_manifest(node_sources: Dict[str, List[str]], root: str, *, progress: bool = False) -> Dict:
+    """One manifest for several nodes: every file once in `entries` (one
+    checksum each), and under `nodes` the sources each node stages; the root
+    is the same path on every node (its own fast tier)."""
+    union = sorted({s for sources in node_sources.values() for s in sources})
+    m = make_manifest(union, root, progress=progress)
+    m["nodes"] = {h: sorted(os.path.abspath(s) for s in sources) for h, sources in sorted(node_sources.items())}
+    return m
+
+
+def node_part(m: Dict, node: Optional[str]) -> List[Dict]:
+    """The entries `node` stages: all of them for a manifest without a
+    per-node section, else that node's (TfdarshanError if it has none)."""
+    if "nodes" not in m:
+        if node is not None:
+            raise TfdarshanError(f"--node {node}: the manifest has no per-node part (recommend --per-node writes one)")
+        return m["entries"]
+    if node is None:
+        node = socket.gethostname()
+    if node not in m["nodes"]:
+        raise TfdarshanError(f"the manifest has no part for node {node!r} (its nodes: "
+                             f"{', '.join(sorted(m['nodes'])[:8])}{', ...' if len(m['nodes']) > 8 else ''}); "
+                             f"give --node")
+    mine = set(m["nodes"][node])
+    return [e for e in m["entries"] if e["source"] in mine]
 
 
 def load_manifest(path) -> Dict:
@@ -121,6 +150,13 @@ def load_manifest(path) -> Dict:
         if e["destination"] in seen or os.path.abspath(e["destination"]) == os.path.abspath(e["source"]):
             raise TfdarshanError(f"{p}: entry {i + 1}: destination {e['destination']} repeats or is its source")
         seen.add(e["destination"])
+    nodes = m.get("nodes")
+    if nodes is not None:
+        sources = {e["source"] for e in m["entries"]}
+        if not (isinstance(nodes, dict) and all(isinstance(h, str) and h and isinstance(v, list)
+                                                and all(isinstance(x, str) and x in sources for x in v)
+                                                for h, v in nodes.items())):
+            raise TfdarshanError(f"{p}: nodes must map host names to lists of the entries' sources")
     return m
 
 
@@ -146,13 +182,17 @@ class StageResult:
         return not self.failed
 
 
-def stage(manifest_path, *, progress: bool = True) -> StageResult:
-    """Copy every entry not yet staged. Raises TfdarshanError when nothing can
+def stage(manifest_path, *, progress: bool = True, node: Optional[str] = None) -> StageResult:
+    """Copy every entry not yet staged (of a per-node manifest, those of
+    `node`, by default this host). Raises TfdarshanError when nothing can
     start (bad manifest, no room); per-file problems are reported in the
     result and leave everything else as it was."""
     mpath = pathlib.Path(manifest_path)
     m = load_manifest(mpath)
-    state_path = mpath.with_name(mpath.name + ".state.json")
+    entries = node_part(m, node)
+    # each node's progress apart: the manifest may sit on a file system all nodes share
+    state_path = mpath.with_name(mpath.name + (f".{node or socket.gethostname()}" if "nodes" in m else "")
+                                 + ".state.json")
     state = _load_json(state_path, "staging state", dict) or {"done": {}}
     _load_json(staging_map_path(), "staging map", dict)    # damaged, it would only fail after the first copy
     done: Dict[str, str] = state.get("done", {})
@@ -160,7 +200,7 @@ def stage(manifest_path, *, progress: bool = True) -> StageResult:
         raise TfdarshanError(f"{state_path}: unreadable staging state (done is not a JSON object)")
     result = StageResult()
     todo = []
-    for e in m["entries"]:
+    for e in entries:
         if done.get(e["destination"]) == e["sha256"] and os.path.exists(e["destination"]):
             result.skipped.append(e)
         else:

@@ -1,8 +1,10 @@
 """Storage tiers: a mount point with measured (or declared) speeds.
 
 `probe(path)` measures, on the file system holding path, the latency of
-open and stat, the latency of a small read and the bandwidth of large
-sequential reads, with the page cache defeated by
+open and stat, the open rate that several openers at once reach (what a
+metadata server, or a node's kernel, sustains for this client), the latency
+of a small read and the bandwidth of large sequential reads, with the page
+cache defeated by
 posix_fadvise(POSIX_FADV_DONTNEED). Tiers that cannot be probed from here
 (a burst buffer, node-local NVMe, Lustre) are declared in TOML:
 
@@ -14,6 +16,7 @@ posix_fadvise(POSIX_FADV_DONTNEED). Tiers that cannot be probed from here
     stat_latency = 5e-6         # seconds per stat
     read_latency = 80e-6        # seconds of fixed cost per read request
     bandwidth = "3G"            # bytes per second for large reads
+    open_rate = 50000           # opens (and closes) per second the tier sustains
 """
 from __future__ import annotations
 
@@ -35,7 +38,8 @@ from tfdarshan.errors import TfdarshanError
 
 UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 10**3, "KIB": 1 << 10, "M": 1 << 20, "MB": 10**6,
          "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30, "T": 1 << 40, "TB": 10**12, "TIB": 1 << 40}
-FIELDS = ("open_latency", "stat_latency", "read_latency", "bandwidth")
+FIELDS = ("open_latency", "stat_latency", "read_latency", "bandwidth", "open_rate")
+OPENERS = 4                 # parallel openers of the open-rate probe (threads: os.open releases the GIL)
 MAX_SIZE = 1 << 63          # bytes; beyond any file system, and still an int64
 
 
@@ -63,6 +67,7 @@ class Tier:
     stat_latency: float = 0.0       # s per stat
     read_latency: float = 0.0       # s fixed cost per read request (beyond bytes/bandwidth)
     bandwidth: float = 0.0          # bytes/s, large sequential reads, cold
+    open_rate: float = 0.0          # opens+closes/s with OPENERS at once (0: not measured or declared)
     capacity: Optional[int] = None  # bytes free to plan with
     source: str = "declared"        # "probe" or "declared"
     measured_at: float = 0.0
@@ -187,7 +192,30 @@ def _measure_once(big: pathlib.Path, small, opens: int, small_reads: int) -> Dic
     finally:
         os.close(fd)
     return {"open_latency": open_lat, "stat_latency": stat_lat, "bandwidth": bandwidth,
-            "read_latency": max(statistics.median(lat) - 4096 / bandwidth, 0.0)}
+            "read_latency": max(statistics.median(lat) - 4096 / bandwidth, 0.0),
+            "open_rate": _open_rate(small, max(opens, 1000))}
+
+
+def _open_rate(small, opens: int) -> float:
+    """Opens+closes per second with OPENERS threads opening at once, each
+    `opens` times: one opener's latency hides how the tier behaves under
+    the many ranks of a job (a shared metadata server, a node's dentry locks)."""
+    import threading
+    start = threading.Barrier(OPENERS + 1)
+
+    def opener(k: int) -> None:
+        start.wait()
+        for i in range(opens):
+            os.close(os.open(small[(i + k) % len(small)], os.O_RDONLY))
+
+    threads = [threading.Thread(target=opener, args=(k,)) for k in range(OPENERS)]
+    for th in threads:
+        th.start()
+    start.wait()
+    t = time.perf_counter()
+    for th in threads:
+        th.join()
+    return OPENERS * opens / max(time.perf_counter() - t, 1e-9)
 
 
 # ------------------------------------------------------------------ storing

@@ -6,6 +6,8 @@ Parquet tables in <session>/analysis/:
     ranks/   per rank: totals, its host, and its input wait share of step time
     steps/   per step and rank: bytes, I/O time, input wait, duration
     mounts/  per mount: totals over ranks
+    rank_mounts/  per rank and mount: files, bytes, I/O time, opens (which
+             tier each rank reads from, and how hard it opens files there)
 
 Each log is read by one task (tables.reduce_log); the per-file figures are
 then combined by a Dask groupby, so no process holds every rank's records."""
@@ -20,7 +22,7 @@ import pandas as pd
 from tfdarshan.analysis import tables
 from tfdarshan.analysis.engine import engine
 
-TABLES = ("files", "ranks", "steps", "mounts")
+TABLES = ("files", "ranks", "steps", "mounts", "rank_mounts")
 
 
 def rank_logs(session_dir: pathlib.Path) -> List[pathlib.Path]:
@@ -47,14 +49,15 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
                                         meta=tables.empty(schema), verify_meta=False)
                   for name, schema in (("files", tables.FILE_ROWS), ("ranks", tables.RANK_ROWS),
                                        ("steps", tables.STEP_ROWS), ("mounts", tables.MOUNT_ROWS))}
-        per_file = _per_file(frames["files"])
+        per_file = _per_file(frames["files"], len(logs))
         per_mount = frames["mounts"].groupby("mount").agg(
-            {"files": "sum", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum"}).reset_index()
+            {"fstype": "first", "files": "sum", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
+             "opens": "sum"}).reset_index()
         tmp = out.with_name(out.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
         written = {}
         for name, frame in (("files", per_file), ("ranks", frames["ranks"]), ("steps", frames["steps"]),
-                            ("mounts", per_mount)):
+                            ("mounts", per_mount), ("rank_mounts", frames["mounts"])):
             frame.to_parquet(tmp / name, write_index=False)
             written[name] = out / name
         shutil.rmtree(out, ignore_errors=True)
@@ -62,20 +65,48 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
     return {"where": where, "ranks": len(logs), "tables": written}
 
 
-def _per_file(files):
-    """Per path: sums over ranks, ranks touching it, min/median/max over ranks."""
-    # split_out=1: past some hundreds of partitions dask-expr shuffles this
-    # groupby's output, and the groupby below then loses the "path" column
-    # (KeyError in unique_partition_mapping_columns_from_shuffle at 1,024 logs)
-    per_rank = files.groupby(["path", "rank"]).agg(
-        {"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"}, split_out=1).reset_index()
+def _per_file(files, logs: int):
+    """Per path: sums over ranks, ranks touching it, min/median/max over ranks.
+    Each path's rows are shuffled into one partition and reduced there by
+    pandas: exact medians, and one pass (a groupby of sums joined to a
+    groupby of spreads failed in Dask's planner at 1,024 partitions)."""
+    meta = _per_file_part(tables.empty(tables.FILE_ROWS))
+    return files.shuffle("path", npartitions=max(1, min(64, logs // 16))).map_partitions(_per_file_part, meta=meta)
+
+
+def _per_file_part(files: pd.DataFrame) -> pd.DataFrame:
+    per_rank = files.groupby(["path", "rank"], as_index=False).agg(
+        {"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"})
     per_rank["bytes"] = per_rank["bytes_read"] + per_rank["bytes_written"]
     g = per_rank.groupby("path")
     totals = g.agg({"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum",
                     "rank": "count"}).rename(columns={"rank": "ranks"})
     spread = g.agg({"bytes": ["min", "median", "max"], "io_time": ["min", "median", "max"]})
     spread.columns = [f"{c}_{s}" for c, s in spread.columns]
-    return totals.join(spread).reset_index()
+    # string[pyarrow]: what Dask makes of text columns elsewhere, and what its parquet writer can infer
+    return totals.join(spread).reset_index().astype({"path": "string[pyarrow]", "bytes_median": "float64",
+                                                     "io_time_median": "float64"})
+
+
+def ensure_tables(session_dir, *, scheduler: Optional[str] = None) -> pathlib.Path:
+    """<session>/analysis, built first when a table is missing or older than
+    the newest rank log."""
+    d = pathlib.Path(session_dir) / "analysis"
+    newest = max((p.stat().st_mtime for p in rank_logs(session_dir)), default=0.0)
+    try:
+        fresh = all((d / n).exists() for n in TABLES) and d.stat().st_mtime >= newest
+    except OSError:
+        fresh = False
+    if not fresh:
+        analyze(session_dir, scheduler=scheduler)
+    return d
+
+
+def tables_of(session_dir, *, scheduler: Optional[str] = None) -> Dict[str, pd.DataFrame]:
+    """The per-file, per-rank and per-mount tables (not the larger step
+    table), built first when absent or stale."""
+    ensure_tables(session_dir, scheduler=scheduler)
+    return {n: read_table(session_dir, n) for n in TABLES if n != "steps"}
 
 
 def read_table(session_dir, name: str) -> pd.DataFrame:

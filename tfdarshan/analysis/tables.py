@@ -12,12 +12,13 @@ import pandas as pd
 
 FILE_ROWS = {"path": "object", "rank": "int64", "bytes_read": "int64", "bytes_written": "int64",
              "io_time": "float64", "opens": "int64"}
-RANK_ROWS = {"rank": "int64", "host": "object", "files": "int64", "bytes_read": "int64",
-             "bytes_written": "int64", "io_time": "float64", "step_time": "float64", "input_wait": "float64"}
+RANK_ROWS = {"rank": "int64", "log": "object", "host": "object", "files": "int64", "bytes_read": "int64",
+             "bytes_written": "int64", "io_time": "float64", "step_time": "float64", "input_wait": "float64",
+             "opens": "int64", "duration": "float64"}
 STEP_ROWS = {"step": "int64", "rank": "int64", "bytes_read": "int64", "io_time": "float64",
              "input_wait": "float64", "duration": "float64"}
-MOUNT_ROWS = {"mount": "object", "rank": "int64", "files": "int64", "bytes_read": "int64",
-              "bytes_written": "int64", "io_time": "float64"}
+MOUNT_ROWS = {"mount": "object", "fstype": "object", "rank": "int64", "files": "int64", "bytes_read": "int64",
+              "bytes_written": "int64", "io_time": "float64", "opens": "int64"}
 
 
 def empty(schema: Dict[str, str]) -> pd.DataFrame:
@@ -52,14 +53,17 @@ def reduce_log(log: str, rank: int) -> Dict[str, pd.DataFrame]:
     real = steps[steps["step"] >= 0]
     step_time = float(real["duration"].sum())
     ranks = pd.DataFrame([{
-        "rank": rank, "host": str(snap.meta.get("hostname") or ""), "files": len(files),
+        "rank": rank, "log": pathlib.Path(log).name[: -len(".darshan")], "host": str(snap.meta.get("hostname") or ""), "files": len(files),
         "bytes_read": int(files["bytes_read"].sum()), "bytes_written": int(files["bytes_written"].sum()),
         "io_time": float(files["io_time"].sum()), "step_time": step_time,
-        "input_wait": float(real["input_wait"].sum()) / step_time if step_time > 0 else np.nan}]).astype(RANK_ROWS)
+        "input_wait": float(real["input_wait"].sum()) / step_time if step_time > 0 else np.nan,
+        "opens": int(files["opens"].sum()), "duration": float(snap.end - snap.start)}]).astype(RANK_ROWS)
     mounts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []] or M.current()
     by_mount = files.assign(mount=M.points_of(files["path"], mounts)).groupby("mount", as_index=False).agg(
         files=("path", "size"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"),
-        io_time=("io_time", "sum")) if len(files) else empty(MOUNT_ROWS)
+        io_time=("io_time", "sum"), opens=("opens", "sum")) if len(files) else empty(MOUNT_ROWS)
+    fstypes = {m.point: m.fstype for m in mounts}
+    by_mount["fstype"] = by_mount["mount"].map(fstypes).fillna("")
     by_mount["rank"] = rank
     return {"files": files, "ranks": ranks, "steps": steps, "mounts": by_mount[list(MOUNT_ROWS)].astype(MOUNT_ROWS)}
 

@@ -1,6 +1,7 @@
 """`tfdarshan probe PATH`: measure the storage tier holding PATH (open and
-stat latency, small-read latency, large-read bandwidth, with the page cache
-defeated) and remember it for `tfdarshan recommend`."""
+stat latency, the open rate of several openers at once, small-read latency,
+large-read bandwidth, with the page cache defeated) and remember it for
+`tfdarshan recommend`."""
 from __future__ import annotations
 
 import argparse
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
             return value + (f" ({lo_hi[0] * scale:.{digits}f}–{lo_hi[1] * scale:.{digits}f})" if lo_hi else "")
         print(f"{tier.label}, medians of {args.repeats} runs (lowest–highest): "
               f"open {figure('open_latency', 1e6, 'µs', 1)}, stat {figure('stat_latency', 1e6, 'µs', 1)}, "
+              f"{figure('open_rate', 1e-3, 'k opens/s', 0)} with {tiers.OPENERS} openers, "
               f"read request {figure('read_latency', 1e6, 'µs', 1)} + {figure('bandwidth', 2**-20, 'MiB/s', 0)}, "
               f"{(tier.capacity or 0) / 2**30:.1f} GiB free")
         if where:

@@ -8,6 +8,13 @@ on the spot. With a log directory the advice is also stored beside the
 session, where the TensorBoard tab shows it. --manifest writes the staging
 manifest for `tfdarshan stage`.
 
+For a session of several ranks, findings on stragglers, a shared-file hot
+spot, shard imbalance and metadata storms come from the session's analysis
+tables (built by `tfdarshan analyze` first when absent). `--per-node` plans
+what each node (host) copies to its own fast tier from what its ranks read,
+with --capacity per node, and compares that with one set replicated on every
+node; its manifest has a part per node for `tfdarshan stage --node`.
+
 `--compare BEFORE AFTER` checks an earlier recommendation: predicted versus
 achieved saving, from the run before staging and the run after."""
 from __future__ import annotations
@@ -42,6 +49,9 @@ def add_parser(sub) -> None:
     p.add_argument("--manifest", type=path_arg, help="also write the staging manifest here")
     p.add_argument("--staging-root", type=path_arg, help="where copies go (default: FAST_TIER/tfdarshan-staged)")
     p.add_argument("--no-store", action="store_true", help="do not store advice.json beside the session")
+    p.add_argument("--per-node", action="store_true",
+                   help="a plan per node (host) of a multi-rank session, from its ranks' reads; --capacity is "
+                        "per node; compares with one set replicated on every node")
     p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), type=path_arg,
                    help="predicted vs achieved saving of an earlier recommendation")
     p.set_defaults(handler=run)
@@ -118,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.fast_tier):
         raise TfdarshanError(f"--fast-tier {args.fast_tier}: not a directory")
     capacity = parse_capacity(args.capacity)
+    if args.per_node:
+        return per_node(args, capacity)
     from tfdarshan.advice import render as advice_report, advisor
     from tfdarshan.advice.stager import make_manifest
     snap, steps, session_dir, picked = load_source(args.source, args.session)
@@ -125,13 +137,11 @@ def run(args: argparse.Namespace) -> int:
     cap = capacity_of(capacity, snap, tier)
     advice = advisor.recommend(snap, tier, cap, granularity=args.granularity, globs=args.dataset,
                                steps=steps, source=str(args.source))
+    if session_dir is not None:
+        advice.findings.extend(rank_findings(session_dir, args.tiers))
     text = {"text": advice_report.render_text, "json": advice_report.render_json,
             "html": advice_report.render_html}[args.format](advice)
-    if args.output:
-        pathlib.Path(args.output).write_text(text)
-        print(f"wrote {args.output}")
-    else:
-        print(text)
+    emit(args, text)
     if session_dir is not None and not args.no_store:
         from tfdarshan.advice.stager import _write_json
         _write_json(session_dir / "advice.json", advice.to_dict())
@@ -145,6 +155,61 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote the staging manifest {args.manifest} ({len(chosen)} files)", file=sys.stderr)
     if picked:
         print(f"tfdarshan recommend: read {picked}", file=sys.stderr)
+    return 0
+
+
+def emit(args: argparse.Namespace, text: str) -> None:
+    """The report to --output, else standard output."""
+    if args.output:
+        pathlib.Path(args.output).write_text(text)
+        print(f"wrote {args.output}")
+    else:
+        print(text)
+
+
+def rank_findings(session_dir, toml_files):
+    """Stragglers, hot spot, imbalance and storms, for a session of several ranks."""
+    from tfdarshan.advice import distributed, tiers as T
+    from tfdarshan.analysis.analyze import rank_logs, tables_of
+    if len(rank_logs(session_dir)) < distributed.MIN_RANKS:
+        return []
+    return distributed.rank_findings(tables_of(session_dir), T.load(toml_files))
+
+
+def per_node(args: argparse.Namespace, capacity) -> int:
+    """A plan per host of the session's rank table, and the manifest with a part per node."""
+    from tfdarshan.advice import per_node as P, render as advice_report
+    from tfdarshan.advice.stager import make_node_manifest
+    from tfdarshan.analysis.analyze import tables_of
+    from tfdarshan.logs.logdir import load_snapshot, pick_session
+    if not os.path.isdir(args.source):
+        raise TfdarshanError(f"--per-node: {args.source} is a log; give the log directory of a multi-rank session")
+    if args.format == "html":
+        raise TfdarshanError("--per-node reports as text or json")
+    session, _ = pick_session(args.source, args.session)
+    ranks = tables_of(session.directory)["ranks"]
+    tier = fast_tier(args.fast_tier, args.tiers)
+    snaps, caps = {}, {}
+    for host, g in ranks.groupby("host"):
+        snaps[host] = load_snapshot(session, stems=list(g["log"]))
+        caps[host] = capacity_of(capacity, snaps[host], tier)
+    plans = P.plan(snaps, tier, caps, ranks.groupby("host").size().to_dict())
+    findings = rank_findings(session.directory, args.tiers)
+    if args.format == "json":
+        import dataclasses
+        text = json.dumps({**plans.to_dict(), "findings": [dataclasses.asdict(f) for f in findings]}, indent=1)
+    else:
+        text = advice_report.render_node_plans(plans, findings)
+    emit(args, text)
+    if args.manifest:
+        root = args.staging_root or os.path.join(args.fast_tier, "tfdarshan-staged")
+        manifest = make_node_manifest({h: plans.paths(h) for h in plans.nodes}, root, progress=sys.stderr.isatty())
+        manifest["advice"] = {"predicted_saving": plans.sharded_total, "source": str(args.source),
+                              "session": str(session.directory),
+                              "node_savings": {h: plans.saving(h) for h in plans.nodes}}
+        pathlib.Path(args.manifest).write_text(json.dumps(manifest, indent=1))
+        print(f"wrote the staging manifest {args.manifest} ({len(manifest['entries'])} files for "
+              f"{len(plans.nodes)} nodes; each node runs `tfdarshan stage {args.manifest}`)", file=sys.stderr)
     return 0
 
 

@@ -86,9 +86,10 @@ def process_label(stem: str, capture: bool = False) -> str:
     return f"{m.group(1)} {'port' if capture else 'pid'} {m.group(2)}" if m else stem
 
 
-def load_snapshot(session: Session, host: Optional[str] = None) -> Snapshot:
-    """One host's log, or all of the session's merged."""
-    hosts = [host] if host else list(session.hosts)
+def load_snapshot(session: Session, host: Optional[str] = None, stems: Optional[List[str]] = None) -> Snapshot:
+    """One host's log, the logs named by `stems` (a node's ranks), or all of
+    the session's merged."""
+    hosts = [host] if host else list(stems) if stems else list(session.hosts)
     return combine([_with_zero_reads(read_darshan_log(session.directory / f"{h}.darshan"),
                                      session.directory / f"{h}.step_files.parquet") for h in hosts])
 

@@ -1,0 +1,129 @@
+"""`tfdarshan analyze` over 1,024 rank logs x 10,000 files (10 M records).
+
+    python benchmarks/bench_analyze.py [--ranks 1024] [--files 10000] [--runs 1]
+
+The logs are written once with the project's own writer into
+build/bench_analyze/<ranks>x<files>/ and reused by later runs. Rank r reads
+10,000 files of a dataset of ranks x 1,000 files, a window shifted by 1,000
+per rank, so every file is read by 10 ranks (files x ranks / 1,000 distinct
+paths: 1,024,000 at full size); 8 ranks a node. The logs carry no step series.
+
+Two engines, each timed over --runs runs:
+  embedded  analyze() with no scheduler: it starts a local cluster sized to the
+            machine (one single-threaded worker process per core), start-up included
+  cluster   a two-worker LocalCluster already running, reached like --scheduler;
+            fresh workers every run, so each worker's peak RSS (getrusage, read in
+            the worker) is that run's
+Reported: wall time, peak memory per worker, records per second per worker
+core (records / time / workers), to project to a cluster of W cores as
+roughly W times that while the per-file groupby is not the bottleneck.
+Budget: at most 4 GiB peak per worker."""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import time
+from multiprocessing import Pool
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHIFT = 1_000           # files between the windows of consecutive ranks
+PER_NODE = 8
+BUDGET = 4 << 30
+
+_template = None
+
+
+def _write_rank(job) -> None:
+    """One rank's log: the synthetic training records of bench_log, renamed to this rank's window."""
+    global _template
+    r, files, ranks, out = job
+    import dataclasses
+    import numpy as np
+    from bench_log import synthetic_snapshot
+    from tfdarshan.capture._native import darshan_hash
+    from tfdarshan.logs.darshan_log import write_darshan_log
+    if _template is None:
+        _template = synthetic_snapshot(files)
+    n_files = ranks * SHIFT
+    paths = [f"/lustre/data/train/part-{(r * SHIFT + i) % n_files:08d}.tfrecord" for i in range(files)]
+    posix = _template.posix
+    posix["path"] = paths
+    posix["record_id"] = np.array([darshan_hash(p) for p in paths], dtype=np.uint64)
+    extra = _template.extra.assign(record_id=posix["record_id"].to_numpy())
+    host = f"node{r // PER_NODE:04d}"
+    snap = dataclasses.replace(_template, _posix=posix, _extra=extra, meta={**_template.meta, "hostname": host})
+    tmp = out / f".{host}.rank{r}.darshan.tmp"
+    write_darshan_log(snap, tmp, metadata={"rank": str(r)})
+    os.replace(tmp, out / f"{host}.rank{r}.darshan")
+
+
+def logs(ranks: int, files: int) -> pathlib.Path:
+    out = ROOT / "build" / "bench_analyze" / f"{ranks}x{files}"
+    out.mkdir(parents=True, exist_ok=True)
+    todo = [r for r in range(ranks) if not (out / f"node{r // PER_NODE:04d}.rank{r}.darshan").exists()]
+    if todo:
+        t = time.perf_counter()
+        with Pool(os.cpu_count() or 1) as pool:
+            pool.map(_write_rank, [(r, files, ranks, out) for r in todo], chunksize=8)
+        print(f"wrote {len(todo)} logs in {time.perf_counter() - t:.0f} s into {out}", flush=True)
+    return out
+
+
+def _peak_rss() -> int:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def run_embedded(session) -> dict:
+    from tfdarshan.analysis.analyze import analyze
+    t = time.perf_counter()
+    r = analyze(session)
+    return {"seconds": time.perf_counter() - t, "where": r["where"], "workers": os.cpu_count() or 1, "peak": None}
+
+
+def run_cluster(session) -> dict:
+    from distributed import Client, LocalCluster
+    from tfdarshan.analysis.analyze import analyze
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      host="127.0.0.1") as cluster, Client(cluster) as client:
+        client.wait_for_workers(2)
+        t = time.perf_counter()
+        r = analyze(session, scheduler=cluster.scheduler_address)
+        seconds = time.perf_counter() - t
+        peaks = client.run(_peak_rss)
+    return {"seconds": seconds, "where": r["where"], "workers": 2, "peak": max(peaks.values()),
+            "peaks": sorted(peaks.values())}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=1024)
+    ap.add_argument("--files", type=int, default=10_000)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--engines", default="embedded,cluster")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    session = logs(args.ranks, args.files)
+    records = args.ranks * args.files
+    ok = True
+    for name in args.engines.split(","):
+        runs = [{"embedded": run_embedded, "cluster": run_cluster}[name](session) for _ in range(args.runs)]
+        secs = [r["seconds"] for r in runs]
+        med, workers = statistics.median(secs), runs[0]["workers"]
+        line = (f"{name} ({runs[0]['where']}): {records:,} records from {args.ranks} logs in {med:.1f} s "
+                f"(median of {len(runs)}, {min(secs):.1f}-{max(secs):.1f}); "
+                f"{records / med / workers:,.0f} records/s per worker core")
+        peaks = [r["peak"] for r in runs if r["peak"]]
+        if peaks:
+            line += (f"; peak per worker {max(peaks) / 2**30:.2f} GiB (runs: "
+                     + ", ".join(f"{p / 2**30:.2f}" for p in peaks) + f"; budget {BUDGET / 2**30:.0f} GiB)")
+            ok = ok and max(peaks) <= BUDGET
+        print(line, flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

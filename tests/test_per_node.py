@@ -1,0 +1,135 @@
+"""Per-node staging plans: `recommend --per-node` gives each host of a
+multi-rank session a plan made only of files its ranks read, within the
+capacity, compares it with one replicated set, and writes a manifest with a
+part per node; `stage --node` copies only that node's part (ext4 ->
+/dev/shm). Real ranks run under host names of their own (UTS namespaces)."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+import tfdarshan
+from rank_session import can_name_hosts, scaled_session
+from tfdarshan.analysis.analyze import rank_logs
+
+HOSTS = ["node-a", "node-a", "node-b", "node-b"]
+CAPACITY = 1_500_000
+SCRIPT = """
+import json, os, sys, tfdarshan
+files = json.load(open(sys.argv[1]))[int(os.environ["SLURM_PROCID"])]
+for step in range(2):
+    with tfdarshan.step(step):
+        for path in files:
+            fd = os.open(path, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)    # from the disk, as from shared storage
+            while os.read(fd, 1 << 16):
+                pass
+            os.close(fd)
+"""
+
+pytestmark = [pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm (tmpfs)"),
+              pytest.mark.skipif(not can_name_hosts(), reason="needs unshare --uts (root) to name hosts")]
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    """Each rank reads a shared 1 MB file and three shards of its own; ranks
+    4-7 repeat ranks 0-3 on the same hosts."""
+    root = tmp_path_factory.mktemp("per_node")
+    data = root / "data"
+    data.mkdir()
+    shared = data / "shared.bin"
+    shared.write_bytes(os.urandom(1_000_000))
+    plans = []
+    for r in range(len(HOSTS)):
+        own = []
+        for k in range(3):
+            own.append(data / f"shard-{r}-{k}.bin")
+            own[-1].write_bytes(os.urandom(150_000 + 50_000 * k))
+        plans.append([str(shared), *map(str, own)])
+    (root / "plans.json").write_text(json.dumps(plans))
+    return scaled_session(root, SCRIPT, [root / "plans.json"], len(HOSTS), 8, factor=lambda r: 1, hosts=HOSTS)
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {**os.environ, "TFDARSHAN_TIERS": str(tmp_path / "tiers.json"),
+            "TFDARSHAN_STAGING_MAP": str(tmp_path / "map.json")}
+
+
+@pytest.fixture
+def fast():
+    d = tempfile.mkdtemp(prefix="tfd-per-node-", dir="/dev/shm")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def read_by_host(session_dir):
+    """Per host, the files its ranks read, straight from the logs."""
+    out = {}
+    for log in rank_logs(session_dir):
+        snap = tfdarshan.read_darshan_log(log)
+        p = snap.posix
+        out.setdefault(snap.meta["hostname"], set()).update(p.loc[p["POSIX_BYTES_READ"] > 0, "path"])
+    return out
+
+
+def tfd(*args, env, timeout=600):
+    return subprocess.run([sys.executable, "-m", "tfdarshan", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def test_each_node_plans_from_its_own_ranks_and_stages_its_part(session, env, fast, tmp_path):
+    logdir = session.parents[2]
+    manifest = tmp_path / "stage.json"
+    r = tfd("recommend", logdir, "--per-node", "--fast-tier", fast, "--capacity", f"{CAPACITY}B", "--format",
+            "json", "--manifest", manifest, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    plans = json.loads(r.stdout)
+    read = read_by_host(session)
+    assert set(plans["nodes"]) == set(read) == {"node-a", "node-b"}
+    sizes = {p: os.path.getsize(p) for files in read.values() for p in files}
+    for host, node in plans["nodes"].items():
+        assert node["ranks"] == 4 and node["files"]
+        assert set(node["files"]) <= read[host], host           # only what its own ranks read
+        assert sum(sizes[p] for p in node["files"]) == node["bytes"] <= CAPACITY
+    # the replicated set fits one node and can only save less than each node's own choice
+    assert sum(sizes[p] for p in plans["replicated_files"]) <= CAPACITY
+    assert plans["sharded_saving"] >= plans["replicated_saving"] - 1e-12
+    assert plans["copied"]["replicated"] == 2 * sum(sizes[p] for p in plans["replicated_files"])
+    # the manifest: each node's part is its plan
+    m = json.loads(manifest.read_text())
+    assert {h: set(v) for h, v in m["nodes"].items()} == {h: set(n["files"]) for h, n in plans["nodes"].items()}
+    # node-a stages its part, and nothing of node-b's alone
+    r = tfd("stage", manifest, "--node", "node-a", "--quiet", env=env)
+    assert r.returncode == 0, r.stderr
+    root = pathlib.Path(m["root"])
+    copied = {"/" + str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+    assert copied == set(plans["nodes"]["node-a"]["files"])
+    for p in copied:
+        assert (root / p.lstrip("/")).read_bytes() == pathlib.Path(p).read_bytes()
+    assert not copied & (set(plans["nodes"]["node-b"]["files"]) - set(plans["nodes"]["node-a"]["files"]))
+
+
+def test_stage_needs_a_node_of_the_manifest(session, env, fast, tmp_path):
+    manifest = tmp_path / "stage.json"
+    r = tfd("recommend", session.parents[2], "--per-node", "--fast-tier", fast, "--capacity", "1MB", "--manifest",
+            manifest, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Sharded plans" in r.stdout and "Replicated plan" in r.stdout and "node-b (4 ranks)" in r.stdout
+    for args in (["--node", "node-z"], []):          # [] : this machine's own name, not in the manifest
+        bad = tfd("stage", manifest, *args, env=env)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        assert "no part for node" in bad.stderr
+    plain = tmp_path / "plain.json"
+    r = tfd("recommend", session.parents[2], "--fast-tier", fast, "--capacity", "1MB", "--manifest", plain,
+            "--no-store", env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    bad = tfd("stage", plain, "--node", "node-a", env=env)
+    assert bad.returncode == 2 and "no per-node part" in bad.stderr, bad.stderr
+    assert not list(pathlib.Path(fast).rglob("*.bin"))

@@ -1,0 +1,172 @@
+"""Findings for many ranks (stragglers, a shared-file hot spot, shard
+imbalance, metadata storms) fire on a session built to have each, with the
+evidence computed here with pandas straight from the logs, and stay silent on
+a balanced session. Real ranks under `tfdarshan run`, scaled with the
+project's writer (tests/rank_session.py); the open rate is /dev/shm's, probed."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+import sys
+
+import pandas as pd
+import pytest
+
+import tfdarshan
+from rank_session import scaled_session
+from tfdarshan.advice import distributed, tiers as T
+from tfdarshan.analysis.analyze import rank_logs, tables_of
+
+REAL, RANKS, STEPS = 4, 12, 10
+SCRIPT = """
+import json, mmap, os, sys, time, tfdarshan
+plan = json.load(open(sys.argv[1]))[int(os.environ["SLURM_PROCID"])]
+buf = mmap.mmap(-1, 16384)                         # aligned, as O_DIRECT needs
+for step in range(%d):
+    with tfdarshan.step(step):
+        time.sleep(0.02)                           # the model's compute
+        for path in plan["files"]:
+            fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if plan["direct"] else 0))
+            off = 0
+            while (n := os.preadv(fd, [buf], off)) > 0:
+                off += n
+            os.close(fd)
+        for _ in range(plan["opens"]):             # opens per step (an index, a lock file, ...)
+            os.close(os.open(plan["meta"], os.O_RDONLY))
+""" % STEPS
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm (tmpfs)")
+
+
+def make(root, plans, copy_of):
+    (root / "plans.json").write_text(json.dumps(plans))
+    return scaled_session(root, SCRIPT, [root / "plans.json"], REAL, RANKS, copy_of=copy_of, factor=lambda r: 1)
+
+
+def data(path, size):
+    path.write_bytes(os.urandom(size))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def shm(tmp_path_factory):
+    d = tempfile.mkdtemp(prefix="tfd-findings-", dir="/dev/shm")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def shm_tier(shm):
+    return T.probe(shm, size=8 << 20, repeats=3)
+
+
+@pytest.fixture(scope="module")
+def troubled(tmp_path_factory, shm):
+    """Rank 2 reads its shard from the disk, uncached (O_DIRECT): its tier makes
+    it straggle. Rank 3 reads a shard 20x the others': its files make it
+    straggle, and the shards are uneven. Every rank reads one shared file
+    and opens a file 2,000 times a step. Ranks 4-11 repeat ranks 0
+    and 1, so the median rank is an ordinary one."""
+    root = tmp_path_factory.mktemp("troubled")
+    os.makedirs(f"{shm}/t", exist_ok=True)
+    shared, meta = data(pathlib.Path(shm, "t/shared.bin"), 4 << 20), data(pathlib.Path(shm, "t/meta"), 64)
+    shards = [data(pathlib.Path(shm, f"t/shard-{r}.bin"), 2 << 20) for r in range(REAL)]
+    shards[2] = data(root / "disk-shard-2.bin", 2 << 20)
+    shards[3] = data(pathlib.Path(shm, "t/shard-3.bin"), 40 << 20)
+    plans = [{"files": [shared, shards[r]], "direct": r == 2, "opens": 2_000, "meta": meta} for r in range(REAL)]
+    return make(root, plans, copy_of=lambda r: r % 2)
+
+
+@pytest.fixture(scope="module")
+def balanced(tmp_path_factory, shm):
+    """Every rank reads its own 2 MiB shard from /dev/shm and opens one file a step."""
+    root = tmp_path_factory.mktemp("balanced")
+    os.makedirs(f"{shm}/b", exist_ok=True)
+    meta = data(pathlib.Path(shm, "b/meta"), 64)
+    plans = [{"files": [data(pathlib.Path(shm, f"b/shard-{r}.bin"), 2 << 20)], "direct": False, "opens": 1,
+              "meta": meta} for r in range(REAL)]
+    return make(root, plans, copy_of=lambda r: r % REAL)
+
+
+def from_logs(session_dir, shm):
+    """Per rank, with pandas from the logs and step series: input wait,
+    bytes read, opens on /dev/shm, the run's duration, and whether the rank
+    read mostly from outside /dev/shm."""
+    rows, files = [], []
+    for log in rank_logs(session_dir):
+        rank = int(log.name.split(".rank")[1].split(".")[0])
+        snap = tfdarshan.read_darshan_log(log)
+        p = snap.posix
+        steps = pd.read_parquet(log.with_name(log.name.replace(".darshan", ".steps.parquet")))
+        steps = steps[steps["step"] >= 0]
+        on_shm = p["path"].str.startswith("/dev/shm/")
+        io = p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"] + p["POSIX_F_WRITE_TIME"]
+        rows.append({"rank": rank, "bytes": int(p["POSIX_BYTES_READ"].sum() + snap.stdio["STDIO_BYTES_READ"].sum()),
+                     "wait": float((steps["read_time"] + steps["meta_time"]).sum()
+                                   / (steps["end"] - steps["start"]).sum()),
+                     "shm_opens": int(p.loc[on_shm, "POSIX_OPENS"].sum()), "duration": snap.end - snap.start,
+                     "mostly_disk": float(io[~on_shm].sum()) > float(io[on_shm].sum())})
+        read = p["POSIX_BYTES_READ"] > 0
+        files += [{"path": x, "rank": rank, "io": t} for x, t in zip(p.loc[read, "path"], io[read])]
+    return pd.DataFrame(rows).set_index("rank").sort_index(), pd.DataFrame(files)
+
+
+def test_each_finding_fires_with_the_evidence_in_the_logs(troubled, shm, shm_tier):
+    ranks, files = from_logs(troubled, shm)
+    median = ranks["wait"].median()
+    slow = set(ranks.index[(ranks["wait"] >= 1.5 * median) & (ranks["wait"] >= median + 0.10)])
+    assert slow == {2, 3}, ranks                    # the session is what it was built to be
+    found = distributed.rank_findings(tables_of(troubled), [shm_tier])
+    titles = [f.title for f in found]
+    # stragglers, and what explains each
+    (s,) = [f for f in found if "straggling" in f.title]
+    assert set(s.evidence["stragglers"]) == slow
+    assert s.evidence["median_input_wait"] == pytest.approx(median)
+    assert s.evidence["stragglers"][2]["explained_by"] == ["tier"] and ranks.loc[2, "mostly_disk"]
+    assert "files" in s.evidence["stragglers"][3]["explained_by"]
+    assert s.evidence["usual_mount"] == "/dev/shm"
+    # the file all ranks read
+    (h,) = [f for f in found if "hot spot" in f.title]
+    readers = files.groupby("path")["rank"].nunique()
+    assert h.evidence["path"].endswith("t/shared.bin") and h.evidence["ranks"] == readers.max() == RANKS
+    # uneven shards: rank 3, against the median rank
+    (i,) = [f for f in found if "Uneven" in f.title]
+    assert i.evidence["heavy_ranks"] == [3]
+    assert i.evidence["max"] == ranks["bytes"].max() and i.evidence["median"] == pytest.approx(ranks["bytes"].median())
+    # the opens per second all ranks of this node asked of /dev/shm, against its probed open rate
+    demand = float((ranks["shm_opens"] / ranks["duration"]).sum())
+    (m,) = [f for f in found if f.title == "Metadata storm on /dev/shm"]
+    assert m.evidence["opens_per_second"] == pytest.approx(demand, rel=1e-6)
+    assert m.evidence["tier_open_rate"] == shm_tier.open_rate > 0
+    assert demand >= distributed.STORM * shm_tier.open_rate, (demand, shm_tier.open_rate)
+    assert len(titles) == 4, titles
+
+
+def test_a_balanced_session_has_none(balanced, shm, shm_tier):
+    ranks, files = from_logs(balanced, shm)
+    assert ranks["bytes"].max() < 1.5 * ranks["bytes"].median()
+    # the plans file every rank reads costs next to nothing: no hot spot
+    g = files.groupby("path").agg(ranks=("rank", "nunique"), io=("io", "sum"))
+    wide = g[g["ranks"] >= distributed.HOT_SHARE_OF_RANKS * RANKS]
+    assert list(wide.index) == [str(balanced.parents[3] / "plans.json")]
+    assert wide["io"].sum() < distributed.HOT_SHARE_OF_TIME * g["io"].sum()
+    assert float((ranks["shm_opens"] / ranks["duration"]).sum()) < distributed.STORM * shm_tier.open_rate
+    assert distributed.rank_findings(tables_of(balanced), [shm_tier]) == []
+
+
+def test_recommend_shows_them_and_builds_the_tables_first(troubled, shm, shm_tier, tmp_path):
+    store = tmp_path / "tiers.json"
+    store.write_text(json.dumps([shm_tier.to_dict()]))
+    shutil.rmtree(troubled / "analysis", ignore_errors=True)
+    logdir = troubled.parent.parent.parent
+    r = subprocess.run([sys.executable, "-m", "tfdarshan", "recommend", str(logdir), "--fast-tier", shm,
+                        "--capacity", "10%"], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "TFDARSHAN_TIERS": str(store)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    for title in ("2 straggling ranks", "shared-file hot spot", "Uneven shards", "Metadata storm on /dev/shm"):
+        assert title in r.stdout, r.stdout
+    assert (troubled / "analysis" / "rank_mounts").exists()
+    stored = json.loads((troubled / "advice.json").read_text())        # beside the session, for the tab
+    assert {"2 straggling ranks", "Metadata storm on /dev/shm"} <= {f["title"] for f in stored["findings"]}
