@@ -1,6 +1,6 @@
 """What the continuous recording (the flight recorder's ring) costs.
 
-    python benchmarks/bench_ring.py [--files 3000] [--rounds 11] [--passes 4]
+    python benchmarks/bench_ring.py [--files 3000] [--rounds 11] [--passes 12]
 
 1. Overhead on the pipeline benchmark's input-bound tf.data pipeline (files
    of about 88 KB read with tf.io.read_file): each round measures once
@@ -8,7 +8,8 @@
    every 100 ms, in a shuffled order, in one process; the first round is
    dropped. Reported: the median of the per-round ratios with its 5-95 %
    range, in CPU time (user + system, all threads) and wall time; budget
-   (issue 13) 1 %. Also the collector thread's own CPU per second.
+   (issue 13) 1 %. Also the collector thread's own CPU per second and the
+   interval it settled on (it holds itself to 1 % of one core).
 2. Memory at the cap: a ring with a small cap (--cap, default 8 MiB) fed
    with reads of many files until it evicts; its accounted bytes, the
    process's resident-set growth, and what it counted as dropped."""
@@ -40,7 +41,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=3_000)
     ap.add_argument("--rounds", type=int, default=11)
-    ap.add_argument("--passes", type=int, default=4, help="passes over the files per measurement")
+    ap.add_argument("--passes", type=int, default=12,
+                    help="passes over the files per measurement: several of the collector's intervals, "
+                         "which stretch to 2 s when collecting is costly")
     ap.add_argument("--cap", default="8MiB", help="the ring's memory cap for part 2")
     args = ap.parse_args(argv)
     import tensorflow as tf
@@ -67,7 +70,7 @@ def main(argv=None) -> int:
             c1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
             if mode == "ring":
                 ring.stop()
-                collector.append((ring.collector_cpu, t1 - t0, ring.collects))
+                collector.append((ring.collector_cpu, t1 - t0, ring.collects, ring.effective_interval))
                 ring.collector_cpu, ring.collects = 0.0, 0
             return t1 - t0, (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
 
@@ -87,10 +90,11 @@ def main(argv=None) -> int:
         for k, what in ((1, "CPU"), (0, "wall")):
             med, lo, hi = summary([100 * (x["ring"][k] / x["attached"][k] - 1) for x in rounds])
             print(f"ring overhead, {what} time: {med:+.2f} % (5-95 %: {lo:+.2f} to {hi:+.2f}; budget 1 %)")
-        med, lo, hi = summary([1e3 * c / w for c, w, _ in collector])
-        rate = statistics.median(n / w for _, w, n in collector)
+        med, lo, hi = summary([1e3 * c / w for c, w, _, _ in collector])
+        rate = statistics.median(n / w for _, w, n, _ in collector)
+        interval = statistics.median(i for *_, i in collector)
         print(f"collector thread CPU: {med:.2f} ms per second (5-95 %: {lo:.2f} to {hi:.2f}); "
-              f"{rate:.1f} collects per second")
+              f"{rate:.1f} collects per second; interval in effect {interval:.2f} s")
 
         # memory at the cap: every read touches a new file, so every interval holds rows
         cap = parse_size(args.cap)

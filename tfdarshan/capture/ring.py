@@ -4,7 +4,10 @@ can be cut afterwards as an ordinary Snapshot.
 
 A collector thread closes an interval every `interval` seconds (100 ms by
 default) unless someone else collected more recently (a step marker, a
-window): the hot path pays nothing beyond the counters it always keeps.
+window): the hot path pays nothing beyond the counters it always keeps. The
+collector holds itself to 1 % of one core: when a collect costs more than
+1 ms (thousands of files touched from dozens of threads), it waits longer,
+up to 2 s, and `stats()` says which interval is in effect.
 Each kept interval holds the touched records' totals before and after it,
 their interval extremes and access-size frequencies, so a cut window has
 Darshan's exact counters, maxima and first/last times. When the cap is
@@ -26,6 +29,8 @@ from tfdarshan.capture.snapshot import Snapshot
 
 DEFAULT_INTERVAL = 0.1
 DEFAULT_MEMORY = 64 << 20
+CPU_SHARE = 0.01                 # of one core, for the collector thread
+MAX_INTERVAL = 2.0               # seconds: the longest the collector stretches its interval
 
 
 @dataclasses.dataclass
@@ -79,6 +84,8 @@ class Ring:
         self._rec = recorder
         self.seconds = float(seconds)
         self.interval = float(interval)
+        self.effective_interval = self.interval
+        self._cost = 0.0                 # CPU seconds of one collect, smoothed over collects
         self.memory_cap = int(memory_cap)
         # seven eighths of the cap for rows, the rest for frequencies and heat bins
         self._row_cap = max(1, self.memory_cap * 7 // 8 // ROW_BYTES)
@@ -136,7 +143,10 @@ class Ring:
         while not self._stop.is_set():
             last = self._last_end
             since = (_native.now_ticks() - last) / ticks_per_second if last is not None else self.interval
-            if self._stop.wait(max(self.interval - since, 0.0)):
+            # the collector keeps to CPU_SHARE of one core: a costly collect (many
+            # files, touched from many threads) stretches the interval, up to MAX_INTERVAL
+            self.effective_interval = min(max(self.interval, self._cost / CPU_SHARE), MAX_INTERVAL)
+            if self._stop.wait(max(self.effective_interval - since, 0.0)):
                 break
             if self._last_end != last:
                 continue                 # someone else collected meanwhile: wait from that one
@@ -145,7 +155,9 @@ class Ring:
                 self._rec.collect()
             except Exception:            # noqa: BLE001 - never let the collector break the job
                 pass
-            self.collector_cpu += time.thread_time() - cpu
+            took = time.thread_time() - cpu
+            self.collector_cpu += took
+            self._cost = took if self._cost == 0.0 else 0.7 * self._cost + 0.3 * took
 
     def _on_interval(self, iv: Interval) -> None:
         start = self._last_end if self._last_end is not None else iv.now_ticks
@@ -215,7 +227,8 @@ class Ring:
         with self._lock:
             held = (self._kept[-1].end - self._kept[0].start) / self._rec.clock.ticks_per_second \
                 if self._kept else 0.0
-            return {"seconds": self.seconds, "interval": self.interval, "memory_cap": self.memory_cap,
+            return {"seconds": self.seconds, "interval": self.interval,
+                    "effective_interval": self.effective_interval, "memory_cap": self.memory_cap,
                     "memory": self.nbytes, "peak_memory": self.peak_nbytes, "intervals": len(self._kept),
                     "held_seconds": held, "dropped_intervals": self.dropped_intervals,
                     "dropped_seconds": self.dropped_seconds, "collects": self.collects,

@@ -16,8 +16,9 @@ disk; the triggers left out are counted and named in the next dump.
 Steps are the same markers the step series uses (Keras batches,
 Trace(step_num=...), tfdarshan.step). Step ends close an interval when the
 last one is at least an interval old, so a step's I/O is exact to within
-one interval (100 ms): steps shorter than that share intervals, and an
-interval's I/O goes to the step in which it closed."""
+one interval (100 ms, longer while collecting is costly: see capture/ring.py):
+steps shorter than that share intervals, and an interval's I/O goes to the
+step in which it closed."""
 from __future__ import annotations
 
 import atexit
@@ -138,7 +139,7 @@ class FlightRecorder:
             self._trigger(SLOW_STEP, f"step {step} took {_seconds(duration)}, "
                           f"{duration / slow:.1f}\u00d7 the median ({_seconds(slow)})",
                           start=began if began is not None else start, step=step)
-        elif (now - (self.ring._last_end or 0)) / self._hz >= self.ring.interval:
+        elif (now - (self.ring._last_end or 0)) / self._hz >= self.ring.effective_interval:
             RECORDER.collect()          # step ends as interval boundaries, at most one per interval
 
     # ------------------------------------------------------------ triggers
