@@ -108,7 +108,12 @@ def train(cfg: CheckpointConfig, mode: str, slow_dir: str, fast_dir: str) -> Dic
     fast = tiers.Tier(path="/dev/shm", fstype="tmpfs", open_latency=2e-6, stat_latency=1e-6, read_latency=1e-6,
                       bandwidth=4e9, capacity=1 << 30, source="declared")
     io = CF.checkpoint_io(snap, fast)
-    spikes = CF.spikes(steps)
+    s = steps[steps["step"] >= 0]
+    dur = (s["end"] - s["start"]).to_numpy()
+    saved = ((s["step"].to_numpy() + 1) % cfg.every == 0) if mode != "none" else np.zeros(len(s), bool)
+    spikes = {"checkpoint_steps": int(saved.sum()),      # the steps that saved: their spikes
+              "checkpoint_step_median": float(np.median(dur[saved])) if saved.any() else None,
+              "other_step_median": float(np.median(dur[~saved])) if (~saved).any() else None}
     out = {"wall": wall, "window": snap.end - snap.start, **spikes,
            "bytes": int(io["bytes"].sum()), "seconds": float(io["write_time"].sum() + io["meta_time"].sum()),
            "fsyncs": int(io["fsyncs"].sum()), "blocking_share": CF.blocking_share(steps),

@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from tfdarshan.advice import checkpoint_findings
 from tfdarshan.advice import tiers as T
 from tfdarshan.advice.cost_model import file_costs  # noqa: F401  (re-exported)
 from tfdarshan.advice.file_table import human_time
@@ -386,8 +387,7 @@ def recommend(snap: Snapshot, fast: T.Tier, capacity: Optional[int] = None, *, t
     none = np.zeros(0, dtype=np.int64)      # a run that read nothing (a checkpoint-only run) has no candidates
     baselines = {"under_2mb": under_2mb(costs, capacity) if len(costs) else none,
                  "largest_time_first": largest_time_first(costs, capacity) if len(costs) else none}
-    from tfdarshan.advice import checkpoint_findings   # it imports Finding from here
-    found = diagnose(snap, costs, steps) + checkpoint_findings.findings(snap, fast, steps)
+    found = diagnose(snap, costs, steps) + [Finding(**f) for f in checkpoint_findings.findings(snap, fast, steps)]
     return Advice(fast, capacity, costs, chosen, baselines, found, granularity, source)
 
 

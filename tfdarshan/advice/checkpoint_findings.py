@@ -74,19 +74,13 @@ def blocking_share(steps: Optional[pd.DataFrame]) -> Optional[float]:
     return float(np.minimum(excess, s["write_time"].to_numpy()).sum() / written)
 
 
-def spikes(steps: pd.DataFrame, min_bytes: int = 1 << 20) -> Dict:
-    """Median duration of the steps that wrote at least `min_bytes` and of
-    the others: the step-time spikes at checkpoint steps."""
-    s = steps[steps["step"] >= 0]
-    d = s["end"] - s["start"]
-    ck = s["bytes_written"] >= min_bytes
-    return {"checkpoint_steps": int(ck.sum()), "other_steps": int((~ck).sum()),
-            "checkpoint_step_median": float(d[ck].median()) if ck.any() else None,
-            "other_step_median": float(d[~ck].median()) if (~ck).any() else None}
+def _finding(level: str, title: str, detail: str, suggestion: str, evidence: Dict) -> Dict:
+    """The fields of advisor.Finding (the advisor builds them: it imports this module)."""
+    return {"level": level, "title": title, "detail": detail, "suggestion": suggestion, "evidence": evidence}
 
 
-def findings(snap: Snapshot, fast: Optional[T.Tier] = None, steps: Optional[pd.DataFrame] = None) -> List:
-    from tfdarshan.advice.advisor import Finding      # advisor imports this module
+def findings(snap: Snapshot, fast: Optional[T.Tier] = None, steps: Optional[pd.DataFrame] = None) -> List[Dict]:
+    """The checkpoint findings, as dicts of advisor.Finding's fields."""
     io = checkpoint_io(snap, fast)
     if io.empty or io["bytes"].sum() == 0:
         return []
@@ -106,13 +100,13 @@ def findings(snap: Snapshot, fast: Optional[T.Tier] = None, steps: Optional[pd.D
                 "write_bandwidth": bw, "files": int(io["path"].nunique()), "blocking_share": blocking}
     out = []
     if synchronous and share >= SHARE_WARN:
-        out.append(Finding(
+        out.append(_finding(
             "HIGH" if share >= 0.2 else "WARN", f"Checkpoint writes take {100 * share:.0f} % of training time",
             f"{human_time(seconds)} of {human_time(window)} went to writing {nbytes / 2**20:.0f} MiB of "
             f"checkpoints to {io['path'].nunique()} files ({modules}) at {bw / 2**20:.0f} MiB/s; {how}.",
             "Checkpoint less often, or write to a fast tier and drain asynchronously (next finding).", evidence))
     if nsync and slow and synchronous:
-        out.append(Finding(
+        out.append(_finding(
             "WARN", "Synchronous fsync on a slow tier",
             f"{nsync} fsync/fdatasync calls on checkpoint files written at {bw / 2**20:.0f} MiB/s; "
             f"training waits until every byte is on the slow tier ({how}).",
@@ -120,7 +114,7 @@ def findings(snap: Snapshot, fast: Optional[T.Tier] = None, steps: Optional[pd.D
             "moved on (next finding).", evidence))
     if synchronous and share >= SHARE_WARN and slow:
         target = fast.path if fast is not None and fast.path else "/dev/shm"
-        out.append(Finding(
+        out.append(_finding(
             "HIGH" if share >= 0.2 else "WARN", "Write checkpoints to a fast tier and drain them asynchronously",
             f"checkpoints go straight to {os.path.dirname(io['path'].iat[0])} at {bw / 2**20:.0f} MiB/s, "
             f"holding up training for {human_time(seconds)}.",
