@@ -39,8 +39,8 @@ CONFIGS = ("none", "slow, synchronous", "fast + drain")
 @dataclasses.dataclass
 class CheckpointConfig:
     study: str = "checkpoint"
-    steps: int = 45
-    every: int = 15
+    steps: int = 90
+    every: int = 30                    # long enough for the drain to copy one checkpoint before the next
     batch: int = 64
     width: int = 4096
     meta_latency: float = 0.004
@@ -53,7 +53,7 @@ class CheckpointConfig:
 
 
 SCALES = {"tiny": CheckpointConfig(steps=6, every=3, width=1024, rounds=1),
-          "small": CheckpointConfig(), "paper": CheckpointConfig(steps=90, every=30)}
+          "small": CheckpointConfig(), "paper": CheckpointConfig(steps=300, every=30)}
 
 
 def make_durable(files: List[str]) -> None:

@@ -69,6 +69,7 @@ class Run:
     bytes_read: int
     io_time: float                  # read + metadata time over the data set's files
     snapshot: object = None
+    parts: Optional[Dict] = None
 
     @property
     def bandwidth(self) -> float:
@@ -112,6 +113,7 @@ def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, l
     t = time.perf_counter()
     with tfdarshan.profile(trace=False) as prof:
         model.fit(ds, epochs=1, verbose=0, callbacks=[IOProfileCallback()])
+        fit = time.perf_counter() - t
     wall = time.perf_counter() - t
     # Keras keeps an iterator for a next epoch whose prefetch threads read on
     # in the background: release it, or its reads land in the next run
@@ -123,8 +125,14 @@ def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, l
     p = snap.posix[snap.posix["path"].isin(files)]
     steps = prof.steps[prof.steps["step"] >= 0]
     step_time = float(np.median(steps["end"] - steps["start"])) if len(steps) else 0.0
+    dur = (steps["end"] - steps["start"]).to_numpy()
+    # where the epoch's time went: the steps, the slowest one, and the
+    # profiler's own closing (inside the epoch's wall time)
+    parts = {"fit": fit, "close": wall - fit, "steps": float(dur.sum()), "slowest_step": float(dur.max()),
+             "slowest_step_index": int(np.argmax(dur)), "before_first_step": float(steps["start"].min()),
+             "after_last_step": float(snap.end - snap.start - steps["end"].max())} if len(dur) else {}
     return Run(label, wall, len(steps), step_time, int(p["POSIX_BYTES_READ"].sum()),
-               float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), snap)
+               float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), snap, parts)
 
 
 def wait_until_reads_stop(quiet: float = 0.2, limit: float = 10.0) -> None:
@@ -273,7 +281,8 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
                     run, cpu = measured(tier.pid, lambda: train_epoch(
                         cfg, paths, cfg.readers, profile=name != "unprofiled", label=name, data_files=paths))
                     row[name] = {"wall": run.wall, "bandwidth": run.bandwidth, "step_time": run.step_time,
-                                 "io_time": run.io_time, "bytes_read": run.bytes_read, "daemon_cpu": cpu}
+                                 "io_time": run.io_time, "bytes_read": run.bytes_read, "daemon_cpu": cpu,
+                                 **(run.parts or {})}
                     if name in mappings and r == 0:
                         # the mechanics, which no noise can flip: the staged run read the copies
                         c = advisor.compare_runs(plan_snap, run.snapshot, mappings[name], None)
