@@ -31,7 +31,7 @@ import numpy as np
 
 from case_studies import stats as S
 from case_studies.runner import probe_slow
-from case_studies.slowfs import cpu_seconds, mounted
+from case_studies.slowfs import CpuMeter, mounted
 
 CONFIGS = ("none", "slow, synchronous", "fast + drain")
 
@@ -156,9 +156,9 @@ def run_study(cfg: CheckpointConfig, workdir: pathlib.Path, log=print) -> Dict:
                     slow_dir, fast_dir = os.path.join(mnt, f"r{r}-{k}"), os.path.join(fast_root, f"r{r}-{k}")
                     os.makedirs(slow_dir)
                     os.makedirs(fast_dir)
-                    c = cpu_seconds(tier.pid)
-                    row[mode] = train(cfg, mode, slow_dir, fast_dir)
-                    row[mode]["daemon_cpu"] = cpu_seconds(tier.pid) - c
+                    with CpuMeter(tier.pid) as meter:
+                        row[mode] = train(cfg, mode, slow_dir, fast_dir)
+                    row[mode].update(daemon_cpu=meter.daemon, others_cores=meter.others_cores)
                     shutil.rmtree(slow_dir, ignore_errors=True)
                     shutil.rmtree(fast_dir, ignore_errors=True)
                 log(f"   round {r + 1}/{cfg.rounds}: " + ", ".join(f"{m} {row[m]['wall']:.1f} s" for m in CONFIGS))
@@ -182,6 +182,7 @@ def summarize(rounds: List[Dict]) -> Dict:
             "checkpoint_step": S.summary([x["checkpoint_step_median"] for x in runs]),
             "other_step": S.summary([x["other_step_median"] for x in runs]),
             "daemon_cpu_share": S.summary([x["daemon_cpu"] / x["wall"] for x in runs]),
+            "others_cores": S.summary([x.get("others_cores") for x in runs]),
             "findings": sorted({t for x in runs for t in x["findings"]}),
             "findings_every_run": sorted(set.intersection(*[set(x["findings"]) for x in runs])),
         }

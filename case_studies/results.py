@@ -111,6 +111,14 @@ def _versus(s: Dict, what: str, a: str, b: str, higher_is_better: bool = True) -
     return f"{a} and {b} differ by {_pct(s)} points on {what}: within noise."
 
 
+def _others(cf) -> List[str]:
+    """Other processes' CPU during the runs (older results did not measure it)."""
+    if not any(v.get("others_cores", {}).get("n") for v in cf.values()):
+        return []
+    return ["", "CPU used by other processes on the machine during the runs, in cores (of 2): " +
+            ", ".join(f"{k} {S.fmt(v['others_cores'], digits=2)}" for k, v in cf.items()) + "."]
+
+
 def _read_study(r, images) -> List[str]:
     c, f, sm, st = r["config"], r["findings"], r["summary"], r["staging"]
     one = r["one_reader"]
@@ -142,6 +150,7 @@ def _read_study(r, images) -> List[str]:
                    f"{S.fmt(v['bandwidth'], 1 / MiB, 'MiB/s') if prof else '–'} | "
                    f"{S.fmt(v['step_time'], 1e3, 'ms') if prof else '–'} | {S.fmt(v['daemon_cpu_share'], 100, '%')} |")
     spreads = {k: S.spread(v["wall"]) for k, v in cf.items()}
+    out += _others(cf)
     out += ["", "Spread between repeated runs ((max − min) / median of the epoch time): " +
             ", ".join(f"{k} {100 * v:.0f} %" for k, v in spreads.items()) + ".", "",
             "Staging, gains against the unstaged profiled run of the same round (bandwidth: higher is better; "
@@ -161,6 +170,15 @@ def _read_study(r, images) -> List[str]:
         where = "inside" if S.contains(g["bandwidth"], pred) else "outside"
         out.append(f"- {k}: the predicted bandwidth gain ({100 * pred:+.1f} %) lies {where} the achieved "
                    f"interval; epoch time {'shorter in every round' if S.below_zero(g['epoch_time']) else 'not shorter in every round' if g['slower_rounds'] else 'never longer, but its interval reaches zero'}.")
+    for k in st:
+        for i in sm["gains"][k]["slower_rounds"]:
+            row = r["rounds"][i - 1]
+            s_, b = row[k], row["profiled"]
+            if "steps" in s_ and "steps" in b:
+                # where the slower staged epoch lost its time: in its steps, or outside them
+                out.append(f"  - round {i}, {k}: {s_['wall']:.2f} s against {b['wall']:.2f} s unstaged; steps "
+                           f"{s_['steps']:.2f} s against {b['steps']:.2f} s, outside the steps "
+                           f"{s_['fit'] - s_['steps']:.2f} s against {b['fit'] - b['steps']:.2f} s.")
     d = sm["recommended_minus_rule"]
     out += [f"- recommended against the rule: {_versus(d['bandwidth'], 'bandwidth gain', 'the recommendation', 'the rule')} "
             f"{_versus(d['epoch_time'], 'epoch time (share of the unstaged epoch)', 'the recommendation', 'the rule', higher_is_better=False)}",
@@ -192,6 +210,7 @@ def _checkpoint_study(r, images) -> List[str]:
                    f"{S.fmt(v['other_step'], 1e3, 'ms', 0)} | {S.fmt(v['checkpoint_share'], 100, '%')} | "
                    f"{S.fmt(v['write_bandwidth'], 1 / MiB, 'MiB/s')} | {S.fmt(v['daemon_cpu_share'], 100, '%')} |")
     spreads = {k: S.spread(v["wall"]) for k, v in cf.items()}
+    out += _others(cf)
     out += ["", "Spread between repeated runs of the epoch time: " +
             ", ".join(f"{k} {100 * v:.0f} %" for k, v in spreads.items()) + ".", "",
             "Write pattern of a synchronous run, from the counters: " + "; ".join(

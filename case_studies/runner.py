@@ -29,7 +29,7 @@ import numpy as np
 
 from case_studies import datasets
 from case_studies import stats as S
-from case_studies.slowfs import cpu_seconds, mounted
+from case_studies.slowfs import CpuMeter, mounted
 
 STUDIES = ("imagenet", "malware")
 
@@ -217,10 +217,11 @@ def drop_cache(paths) -> None:
 
 
 def measured(daemon_pid: int, run) -> tuple:
-    """(result of run(), the slow-tier daemon's CPU seconds during it)."""
-    c = cpu_seconds(daemon_pid)
-    r = run()
-    return r, cpu_seconds(daemon_pid) - c
+    """(result of run(), the slow-tier daemon's CPU seconds during it, the
+    cores other processes used meanwhile)."""
+    with CpuMeter(daemon_pid) as m:
+        r = run()
+    return r, m.daemon, m.others_cores
 
 
 def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
@@ -278,10 +279,11 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
                 for name in order:
                     drop_cache(local)
                     paths = [mappings[name].get(p, p) for p in slow_paths] if name in mappings else slow_paths
-                    run, cpu = measured(tier.pid, lambda: train_epoch(
+                    run, cpu, others = measured(tier.pid, lambda: train_epoch(
                         cfg, paths, cfg.readers, profile=name != "unprofiled", label=name, data_files=paths))
                     row[name] = {"wall": run.wall, "bandwidth": run.bandwidth, "step_time": run.step_time,
                                  "io_time": run.io_time, "bytes_read": run.bytes_read, "daemon_cpu": cpu,
+                                 "others_cores": others,
                                  **(run.parts or {})}
                     if name in mappings and r == 0:
                         # the mechanics, which no noise can flip: the staged run read the copies
@@ -307,6 +309,7 @@ def summarize(rounds: List[Dict]) -> Dict:
         runs = [r[name] for r in rounds]
         out["configs"][name] = {k: S.summary([x[k] for x in runs]) for k in ("wall", "bandwidth", "step_time")}
         out["configs"][name]["daemon_cpu_share"] = S.summary([x["daemon_cpu"] / x["wall"] for x in runs])
+        out["configs"][name]["others_cores"] = S.summary([x.get("others_cores") for x in runs])
     base = [r["profiled"] for r in rounds]
     for name in ("recommended", "under 2 MB"):
         st = [r[name] for r in rounds]

@@ -64,6 +64,34 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds all processes on the machine have used (/proc/stat)."""
+    f = pathlib.Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in f[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU used during a block by the slow-tier daemon, and by every process
+    other than this one and the daemon (in cores: seconds per second). The
+    machine has two cores: another process's busy core halves TensorFlow's."""
+
+    def __init__(self, daemon_pid: int):
+        self.pid = daemon_pid
+
+    def __enter__(self):
+        self._t, self._d, self._m = time.perf_counter(), cpu_seconds(self.pid), machine_busy_seconds()
+        self._s = cpu_seconds(os.getpid())
+        return self
+
+    def __exit__(self, *exc):
+        wall = max(time.perf_counter() - self._t, 1e-9)
+        self.daemon = cpu_seconds(self.pid) - self._d
+        mine = cpu_seconds(os.getpid()) - self._s
+        self.others_cores = max(machine_busy_seconds() - self._m - mine - self.daemon, 0.0) / wall
+        return False
+
+
 @contextlib.contextmanager
 def mounted(root: str, mountpoint: str, *, meta_latency=0.004, read_latency=0.0005, bandwidth="300M",
             write_latency=0.0, write_bandwidth="0", fsync_latency=0.0):
