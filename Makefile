@@ -25,12 +25,13 @@ $(STAMP): $(BIN)/python $(SOURCES)
 demo: $(STAMP)
 	$(BIN)/python -m tfdarshan demo --logdir demo_logs
 
-# Debian packages: Chromium for the tab's browser tests, FUSE for the case
-# studies' slow tier, Open MPI for the multi-rank tests, gdb to read a crashed worker's core
+# Debian packages: Chromium for the tab's browser tests, FUSE 3 (with
+# libfuse3-dev and pkg-config, to build the case studies' slow tier,
+# case_studies/slowfs.c), Open MPI for the multi-rank tests, gdb to read a crashed worker's core
 system-deps:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v mpirun >/dev/null && command -v gdb >/dev/null && \
-	  [ -e /usr/lib/x86_64-linux-gnu/libfuse.so.2 -o -e /usr/lib/aarch64-linux-gnu/libfuse.so.2 ] || \
-	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver gdb fuse3 libfuse2 \
+	  command -v pkg-config >/dev/null && [ -e /usr/include/fuse3/fuse.h ] || \
+	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver gdb fuse3 libfuse3-dev pkg-config \
 	     openmpi-bin libopenmpi-dev)
 
 browser: system-deps

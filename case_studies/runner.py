@@ -1,21 +1,24 @@
-"""The case-study procedure, for each study:
+"""The read studies' procedure (ImageNet-like, malware-like), for each:
 
 1. generate the data set on the local disk and serve it through the slow
-   FUSE tier; probe both tiers (the FUSE mount and /dev/shm);
-2. train one epoch with one reader and with many, profiled, and epochs with
-   many readers profiled and unprofiled in interleaved pairs, for the
-   overhead of profiling;
-3. report the paper's findings from the profile;
-4. recommend what to stage under a budget of 10 % of the data set's bytes,
-   and stage that, and separately the paper's rule (files under 2 MB);
-5. train again reading the staged copies; compare bandwidth, step time,
-   predicted and achieved gains."""
+   FUSE tier (case_studies/slowfs.c); probe the slow tier PROBES times (they
+   must agree) and the fast tier (/dev/shm);
+2. plan: one profiled epoch with one reader (the paper's parallelism
+   finding) and one with many, whose profile gives the paper's findings and
+   the advisor's recommendation under a budget of 10 % of the data set's
+   bytes; stage that, and separately the paper's rule (files under 2 MB);
+3. measure: `rounds` rounds, each running every configuration (unprofiled,
+   profiled, staged as recommended, staged by the rule) once in a shuffled
+   order, with the data set's page cache dropped before every run and the
+   slow-tier daemon's CPU time read around it; gains are taken within a
+   round, against that round's unstaged profiled run."""
 from __future__ import annotations
 
 import dataclasses
 import gc
 import json
 import os
+import random
 import pathlib
 import shutil
 import tempfile
@@ -25,7 +28,8 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from case_studies import datasets
-from case_studies.slowfs import mounted
+from case_studies import stats as S
+from case_studies.slowfs import CpuMeter, mounted
 
 STUDIES = ("imagenet", "malware")
 
@@ -41,15 +45,19 @@ class Config:
     read_latency: float = 0.0005       # seconds per read request (128 KiB at most)
     bandwidth: str = "300M"            # the slow tier's shared read bandwidth
     budget_share: float = 0.10         # fast-tier capacity: this share of the data set's bytes
-    overhead_pairs: int = 3            # profiled/unprofiled epoch pairs, interleaved, for the overhead
+    rounds: int = 5                    # repetitions of every configuration, interleaved
 
 
 SCALES = {
-    "tiny": {"imagenet": Config("imagenet", 48, size_scale=0.5, batch=8, overhead_pairs=1),
-             "malware": Config("malware", 24, size_scale=1 / 16, batch=4, overhead_pairs=1)},
+    # tiny checks the mechanics only (one round): no figure of it is a result
+    "tiny": {"imagenet": Config("imagenet", 48, size_scale=0.5, batch=8, rounds=1),
+             "malware": Config("malware", 24, size_scale=1 / 16, batch=4, rounds=1)},
     "small": {"imagenet": Config("imagenet", 1500), "malware": Config("malware", 160, batch=16)},
     "paper": {"imagenet": Config("imagenet", 128_000), "malware": Config("malware", 10_868, batch=16)},
 }
+PROBES = 3                             # slow-tier probes, which must agree within PROBE_AGREEMENT
+PROBE_AGREEMENT = 0.10
+CONFIGS = ("unprofiled", "profiled", "recommended", "under 2 MB")
 
 
 @dataclasses.dataclass
@@ -61,6 +69,7 @@ class Run:
     bytes_read: int
     io_time: float                  # read + metadata time over the data set's files
     snapshot: object = None
+    parts: Optional[Dict] = None
 
     @property
     def bandwidth(self) -> float:
@@ -104,6 +113,7 @@ def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, l
     t = time.perf_counter()
     with tfdarshan.profile(trace=False) as prof:
         model.fit(ds, epochs=1, verbose=0, callbacks=[IOProfileCallback()])
+        fit = time.perf_counter() - t
     wall = time.perf_counter() - t
     # Keras keeps an iterator for a next epoch whose prefetch threads read on
     # in the background: release it, or its reads land in the next run
@@ -115,8 +125,14 @@ def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, l
     p = snap.posix[snap.posix["path"].isin(files)]
     steps = prof.steps[prof.steps["step"] >= 0]
     step_time = float(np.median(steps["end"] - steps["start"])) if len(steps) else 0.0
+    dur = (steps["end"] - steps["start"]).to_numpy()
+    # where the epoch's time went: the steps, the slowest one, and the
+    # profiler's own closing (inside the epoch's wall time)
+    parts = {"fit": fit, "close": wall - fit, "steps": float(dur.sum()), "slowest_step": float(dur.max()),
+             "slowest_step_index": int(np.argmax(dur)), "before_first_step": float(steps["start"].min()),
+             "after_last_step": float(snap.end - snap.start - steps["end"].max())} if len(dur) else {}
     return Run(label, wall, len(steps), step_time, int(p["POSIX_BYTES_READ"].sum()),
-               float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), snap)
+               float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), snap, parts)
 
 
 def wait_until_reads_stop(quiet: float = 0.2, limit: float = 10.0) -> None:
@@ -136,18 +152,6 @@ def wait_until_reads_stop(quiet: float = 0.2, limit: float = 10.0) -> None:
         last = now
 
 
-def overhead(cfg: Config, paths: List[str], profiled: Run, bare: Run):
-    """Median and range of the profiled/unprofiled epoch-time ratio over
-    interleaved pairs (the first pair is the one already run), alternating
-    which goes first: one pair on a shared slow tier is mostly noise."""
-    ratios = [profiled.wall / bare.wall]
-    for i in range(1, cfg.overhead_pairs):
-        order = (False, True) if i % 2 else (True, False)
-        walls = {p: train_epoch(cfg, paths, cfg.readers, profile=p, label="overhead").wall for p in order}
-        ratios.append(walls[True] / walls[False])
-    return float(np.median(ratios)) - 1, [min(ratios) - 1, max(ratios) - 1]
-
-
 def _files_per_value(column) -> Dict[str, int]:
     """{count: number of files with that count}, e.g. {"1": 1499, "0": 1}:
     a file still being read when the window closed shows as the exception."""
@@ -159,7 +163,8 @@ def findings(run: Run, paths: List[str]) -> Dict:
     """The paper's observations, measured."""
     snap = run.snapshot
     p = snap.posix[snap.posix["path"].isin(set(paths))]
-    zero = snap.extra.set_index("record_id")["ZERO_READS"].reindex(p["record_id"]).fillna(0)
+    ex = snap.extra[snap.extra["module"] == "POSIX"]
+    zero = ex.set_index("record_id")["ZERO_READS"].reindex(p["record_id"]).fillna(0)
     reads = int(p["POSIX_READS"].sum())
     return {
         "files": len(paths), "files_read": len(p),
@@ -189,10 +194,40 @@ def stage_selection(paths: List[str], root: str) -> Dict[str, str]:
                 os.unlink(p)
 
 
+def probe_slow(directory: str, n: int = PROBES, **sizes) -> Dict:
+    """`tfdarshan probe` of the slow tier n times: each probe's figures,
+    their median and spread, and whether they agree within PROBE_AGREEMENT."""
+    from tfdarshan.advice import tiers
+    probes = []
+    for _ in range(n):
+        os.makedirs(directory, exist_ok=True)
+        probes.append(tiers.probe(directory, **sizes).to_dict())
+        shutil.rmtree(directory, ignore_errors=True)
+    fields = ("open_latency", "stat_latency", "read_latency", "bandwidth")
+    spread = {f: S.spread(S.summary([p[f] for p in probes])) for f in fields}
+    return {"probes": probes, "median": {f: float(np.median([p[f] for p in probes])) for f in fields},
+            "spread": spread, "agree": all(v <= PROBE_AGREEMENT for v in spread.values())}
+
+
+def drop_cache(paths) -> None:
+    """Evict the data set's pages (the slow tier's backing files) before a
+    run, so no run starts warmer than another."""
+    from tfdarshan.advice import tiers
+    tiers.evict_cache(paths)
+
+
+def measured(daemon_pid: int, run) -> tuple:
+    """(result of run(), the slow-tier daemon's CPU seconds during it, the
+    cores other processes used meanwhile)."""
+    with CpuMeter(daemon_pid) as m:
+        r = run()
+    return r, m.daemon, m.others_cores
+
+
 def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
     from tfdarshan.advice import advisor, tiers
     data = workdir / "data" / cfg.study
-    log(f"== {cfg.study}-like: {cfg.files} files")
+    log(f"== {cfg.study}-like: {cfg.files} files, {cfg.rounds} rounds")
     local = generate(cfg, data)
     total = sum(os.path.getsize(p) for p in local)
     mnt = f"/tmp/tfdarshan-slowfs-{cfg.study}-{os.getpid()}"
@@ -200,50 +235,94 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
     result: Dict = {"config": dataclasses.asdict(cfg), "dataset_bytes": total}
     try:
         with mounted(str(data), mnt, meta_latency=cfg.meta_latency, read_latency=cfg.read_latency,
-                     bandwidth=cfg.bandwidth):
+                     bandwidth=cfg.bandwidth) as tier:
             slow_paths = [os.path.join(mnt, os.path.relpath(p, data)) for p in local]
-            probe_dir = os.path.join(mnt, ".probe")
-            os.makedirs(probe_dir, exist_ok=True)
-            slow = tiers.probe(probe_dir, size=16 << 20, opens=50, small_reads=32)
-            shutil.rmtree(probe_dir, ignore_errors=True)
+            slow = probe_slow(os.path.join(mnt, ".probe"), size=16 << 20, opens=50, small_reads=32)
             fast = tiers.probe(fast_root, size=16 << 20)
-            result["tiers"] = {"slow": slow.to_dict(), "fast": fast.to_dict()}
-            log(f"   slow tier: {slow.open_latency * 1e3:.1f} ms open, {slow.read_latency * 1e3:.2f} ms/request, "
-                f"{slow.bandwidth / 2**20:.0f} MiB/s; fast tier: {fast.bandwidth / 2**20:.0f} MiB/s")
+            result["tiers"] = {"slow": slow, "fast": fast.to_dict()}
+            m = slow["median"]
+            log(f"   slow tier: {m['open_latency'] * 1e3:.1f} ms open, {m['read_latency'] * 1e3:.2f} ms/request, "
+                f"{m['bandwidth'] / 2**20:.0f} MiB/s (probes agree within 10 %: {slow['agree']}); "
+                f"fast tier: {fast.bandwidth / 2**20:.0f} MiB/s")
 
+            # plan: the paper's findings and the recommendation, from one profiled epoch
+            drop_cache(local)
             one = train_epoch(cfg, slow_paths, 1, profile=True, label="1 reader")
-            many = train_epoch(cfg, slow_paths, cfg.readers, profile=True, label=f"{cfg.readers} readers")
-            bare = train_epoch(cfg, slow_paths, cfg.readers, profile=False, label="unprofiled")
-            result["findings"] = findings(many, slow_paths)
-            result["overhead"], result["overhead_range"] = overhead(cfg, slow_paths, many, bare)
-
+            drop_cache(local)
+            plan = train_epoch(cfg, slow_paths, cfg.readers, profile=True, label="plan")
+            result["findings"] = findings(plan, slow_paths)
+            result["one_reader"] = {"wall": one.wall, "bandwidth": one.bandwidth}
             budget = int(total * cfg.budget_share)
-            advice = advisor.recommend(many.snapshot, fast, budget)
-            ours = [advice.costs["path"].iat[i] for i in advice.chosen]
-            rule = [advice.costs["path"].iat[i] for i in advice.baselines["under_2mb"]]
-            log(f"   staging {len(ours)} files ({advice.bytes(advice.chosen) / 2**20:.1f} MiB) as recommended, "
-                f"and {len(rule)} files under 2 MB for the paper's rule")
-            runs, mappings = {"before": many}, {}
-            for name, chosen in (("recommended", ours), ("under 2 MB", rule)):
-                mappings[name] = stage_selection(chosen, os.path.join(fast_root, name.replace(" ", "_")))
-                staged = [mappings[name].get(p, p) for p in slow_paths]
-                runs[name] = train_epoch(cfg, staged, cfg.readers, profile=True, label=name, data_files=staged)
-            predicted = {"recommended": advice.saving(advice.chosen),
-                         "under 2 MB": advice.saving(advice.baselines["under_2mb"])}
+            advice = advisor.recommend(plan.snapshot, fast, budget)
+            result["findings_advisor"] = [f.title for f in advice.findings]
+            sel = {"recommended": advice.chosen, "under 2 MB": advice.baselines["under_2mb"]}
+            chosen = {k: [advice.costs["path"].iat[i] for i in v] for k, v in sel.items()}
+            log(f"   staging {len(chosen['recommended'])} files as recommended, "
+                f"{len(chosen['under 2 MB'])} under 2 MB for the paper's rule")
+            mappings = {k: stage_selection(v, os.path.join(fast_root, k.replace(" ", "_"))) for k, v in chosen.items()}
             local_of = dict(zip(slow_paths, local))
             result["staging"] = {
-                name: {"files": len(sel), "bytes": int(sum(os.path.getsize(local_of[x]) for x in sel)),
-                       "predicted_saving": predicted[name],
-                       "predicted_gain": many.io_time / max(many.io_time - predicted[name], 1e-12) - 1,
-                       "achieved_gain": runs[name].bandwidth / many.bandwidth - 1 if many.bandwidth else 0.0,
-                       # the mechanics, which no noise can flip: the staged run read the copies
-                       **{k: advisor.compare_runs(many.snapshot, runs[name].snapshot, mappings[name], None)[k]
-                          for k in ("copies_read", "sources_read")}}
-                for name, sel in (("recommended", ours), ("under 2 MB", rule))}
-            result["runs"] = {r.label: {"wall": r.wall, "steps": r.steps, "step_time": r.step_time,
-                                        "bytes_read": r.bytes_read, "io_time": r.io_time, "bandwidth": r.bandwidth}
-                              for r in [one, many, bare] + [runs["recommended"], runs["under 2 MB"]]}
-            result["findings_advisor"] = [f.title for f in advice.findings]
+                k: {"files": len(v), "bytes": int(sum(os.path.getsize(local_of[x]) for x in v)),
+                    "predicted_saving": advice.saving(sel[k]),
+                    "predicted_gain": plan.io_time / max(plan.io_time - advice.saving(sel[k]), 1e-12) - 1}
+                for k, v in chosen.items()}
+            plan_snap = plan.snapshot
+            del plan, one
+            gc.collect()
+
+            rounds = []
+            order_rng = random.Random(f"{cfg.study}-{cfg.files}")
+            for r in range(cfg.rounds):
+                order = list(CONFIGS)
+                order_rng.shuffle(order)
+                row = {"order": order}
+                for name in order:
+                    drop_cache(local)
+                    paths = [mappings[name].get(p, p) for p in slow_paths] if name in mappings else slow_paths
+                    run, cpu, others = measured(tier.pid, lambda: train_epoch(
+                        cfg, paths, cfg.readers, profile=name != "unprofiled", label=name, data_files=paths))
+                    row[name] = {"wall": run.wall, "bandwidth": run.bandwidth, "step_time": run.step_time,
+                                 "io_time": run.io_time, "bytes_read": run.bytes_read, "daemon_cpu": cpu,
+                                 "others_cores": others,
+                                 **(run.parts or {})}
+                    if name in mappings and r == 0:
+                        # the mechanics, which no noise can flip: the staged run read the copies
+                        c = advisor.compare_runs(plan_snap, run.snapshot, mappings[name], None)
+                        result["staging"][name].update(copies_read=c["copies_read"], sources_read=c["sources_read"])
+                    del run
+                    gc.collect()
+                log(f"   round {r + 1}/{cfg.rounds}: " + ", ".join(
+                    f"{n} {row[n]['wall']:.1f} s" for n in CONFIGS))
+                rounds.append(row)
+            result["rounds"] = rounds
+            result["summary"] = summarize(rounds)
     finally:
         shutil.rmtree(fast_root, ignore_errors=True)
     return result
+
+
+def summarize(rounds: List[Dict]) -> Dict:
+    """Medians and intervals over the rounds: per configuration, and the
+    within-round gains against the unstaged profiled run."""
+    out: Dict = {"configs": {}, "gains": {}}
+    for name in CONFIGS:
+        runs = [r[name] for r in rounds]
+        out["configs"][name] = {k: S.summary([x[k] for x in runs]) for k in ("wall", "bandwidth", "step_time")}
+        out["configs"][name]["daemon_cpu_share"] = S.summary([x["daemon_cpu"] / x["wall"] for x in runs])
+        out["configs"][name]["others_cores"] = S.summary([x.get("others_cores") for x in runs])
+    base = [r["profiled"] for r in rounds]
+    for name in ("recommended", "under 2 MB"):
+        st = [r[name] for r in rounds]
+        out["gains"][name] = {
+            "bandwidth": S.summary([s["bandwidth"] / b["bandwidth"] - 1 for s, b in zip(st, base)]),
+            "epoch_time": S.summary([s["wall"] / b["wall"] - 1 for s, b in zip(st, base)]),
+            "slower_rounds": [i + 1 for i, (s, b) in enumerate(zip(st, base)) if s["wall"] > b["wall"]]}
+    out["recommended_minus_rule"] = {
+        "bandwidth": S.summary([r["recommended"]["bandwidth"] / r["profiled"]["bandwidth"]
+                                - r["under 2 MB"]["bandwidth"] / r["profiled"]["bandwidth"] for r in rounds]),
+        "epoch_time": S.summary([(r["recommended"]["wall"] - r["under 2 MB"]["wall"]) / r["profiled"]["wall"]
+                                 for r in rounds])}
+    out["overhead"] = S.summary([r["profiled"]["wall"] / r["unprofiled"]["wall"] - 1 for r in rounds])
+    allruns = [r[n] for r in rounds for n in CONFIGS]
+    out["daemon_cpu_share"] = S.summary([x["daemon_cpu"] / x["wall"] for x in allruns])
+    return out

@@ -1,147 +1,124 @@
-"""A slow shared file system for the case studies.
+"""The case studies' slow tier: mount, measure and unmount it.
 
-A FUSE passthrough over a directory on the local disk that adds a fixed
-latency to every metadata operation (lookup, open) and to every read
-request, and caps the total read bandwidth, like a busy parallel file
-system seen from one node. It is mounted with direct_io, so the kernel
-keeps no copy of file data and every epoch pays again.
+The file system itself is case_studies/slowfs.c, a C daemon on libfuse3
+(built here with the system's compiler the first time it is needed): a
+passthrough over a local directory that sleeps a fixed latency in every
+metadata call, read and write request and fsync, and caps the read and
+write bandwidth. It used to be a Python (fusepy) daemon, which competed
+with TensorFlow for the machine's two cores and so slowed the very runs it
+was meant to measure; the C daemon only sleeps, and `cpu_seconds` measures
+what it does cost.
 
     python -m case_studies.slowfs ROOT MOUNTPOINT [--meta-latency 0.004]
-                                  [--read-latency 0.0005] [--bandwidth 300M]
+        [--read-latency 0.0005] [--bandwidth 300M] [--write-latency 0]
+        [--write-bandwidth 0] [--fsync-latency 0]
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
+import hashlib
 import os
+import pathlib
 import subprocess
 import sys
-import threading
 import time
 
-from fuse import FUSE, FuseOSError, Operations
+HERE = pathlib.Path(__file__).parent
+SOURCE = HERE / "slowfs.c"
 
 
-class SlowFS(Operations):
-    def __init__(self, root: str, meta_latency: float, read_latency: float, bandwidth: float):
-        self.root = os.path.realpath(root)
-        self.meta_latency = meta_latency
-        self.read_latency = read_latency
-        self.bandwidth = bandwidth
-        self._pipe = threading.Lock()
-        self._pipe_free = time.monotonic()
-
-    def _path(self, p: str) -> str:
-        return os.path.join(self.root, p.lstrip("/"))
-
-    def _wait_for_bandwidth(self, n: int) -> None:
-        # one shared pipe: requests queue for their share of it
-        with self._pipe:
-            now = time.monotonic()
-            start = max(now, self._pipe_free)
-            self._pipe_free = start + n / self.bandwidth
-            done = self._pipe_free
-        delay = done - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-
-    # metadata
-    def getattr(self, path, fh=None):
-        time.sleep(self.meta_latency)
-        try:
-            st = os.lstat(self._path(path))
-        except OSError as e:
-            raise FuseOSError(e.errno)
-        return {k: getattr(st, k) for k in ("st_atime", "st_ctime", "st_gid", "st_mode", "st_mtime",
-                                            "st_nlink", "st_size", "st_uid")}
-
-    def readdir(self, path, fh):
-        return [".", ".."] + os.listdir(self._path(path))
-
-    def statfs(self, path):
-        s = os.statvfs(self._path(path))
-        return {k: getattr(s, k) for k in ("f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail",
-                                           "f_ffree", "f_files", "f_flag", "f_frsize", "f_namemax")}
-
-    # files
-    def open(self, path, flags):
-        time.sleep(self.meta_latency)
-        return os.open(self._path(path), flags)
-
-    def create(self, path, mode, fi=None):
-        return os.open(self._path(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-
-    def read(self, path, size, offset, fh):
-        time.sleep(self.read_latency)
-        data = os.pread(fh, size, offset)
-        self._wait_for_bandwidth(len(data))
-        return data
-
-    def write(self, path, data, offset, fh):
-        return os.pwrite(fh, data, offset)
-
-    def truncate(self, path, length, fh=None):
-        os.truncate(self._path(path), length)
-
-    def flush(self, path, fh):
-        return 0
-
-    def fsync(self, path, datasync, fh):
-        os.fsync(fh)
-        return 0
-
-    def release(self, path, fh):
-        os.close(fh)
-        return 0
-
-    def unlink(self, path):
-        os.unlink(self._path(path))
-
-    def mkdir(self, path, mode):
-        os.mkdir(self._path(path), mode)
-
-    def rmdir(self, path):
-        os.rmdir(self._path(path))
-
-    def rename(self, old, new):
-        os.rename(self._path(old), self._path(new))
-
-    def chmod(self, path, mode):
-        os.chmod(self._path(path), mode)
-
-    def utimens(self, path, times=None):
-        os.utime(self._path(path), times)
-
-
-def parse_rate(text: str) -> float:
+def parse_rate(text) -> float:
     from tfdarshan.advice.tiers import parse_size
-    return float(parse_size(text))
+    return float(parse_size(text)) if text not in (None, "", "0", 0) else 0.0
+
+
+def build() -> str:
+    """The daemon's executable, compiled from slowfs.c when it changed."""
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    exe = HERE / ".build" / f"slowfs-{digest}"
+    if exe.exists():
+        return str(exe)
+    exe.parent.mkdir(exist_ok=True)
+    try:
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"], capture_output=True, text=True,
+                               check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise RuntimeError(f"libfuse3's development files are missing (make system-deps installs them): {e}")
+    tmp = exe.with_suffix(f".{os.getpid()}.tmp")
+    r = subprocess.run(["cc", "-O2", "-Wall", "-o", str(tmp), str(SOURCE)] + flags, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"could not build the slow tier:\n{r.stderr[-2000:]}")
+    os.replace(tmp, exe)          # atomic: concurrent builders never run a half-written file
+    return str(exe)
+
+
+class Mount(str):
+    """The mount point (a str), with the daemon's process id."""
+    pid: int = 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process (all its threads) has used."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all processes on the machine have used (/proc/stat)."""
+    f = pathlib.Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in f[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU used during a block by the slow-tier daemon, and by every process
+    other than this one and the daemon (in cores: seconds per second). The
+    machine has two cores: another process's busy core halves TensorFlow's."""
+
+    def __init__(self, daemon_pid: int):
+        self.pid = daemon_pid
+
+    def __enter__(self):
+        self._t, self._d, self._m = time.perf_counter(), cpu_seconds(self.pid), machine_busy_seconds()
+        self._s = cpu_seconds(os.getpid())
+        return self
+
+    def __exit__(self, *exc):
+        wall = max(time.perf_counter() - self._t, 1e-9)
+        self.daemon = cpu_seconds(self.pid) - self._d
+        mine = cpu_seconds(os.getpid()) - self._s
+        self.others_cores = max(machine_busy_seconds() - self._m - mine - self.daemon, 0.0) / wall
+        return False
 
 
 @contextlib.contextmanager
-def mounted(root: str, mountpoint: str, *, meta_latency=0.004, read_latency=0.0005, bandwidth="300M"):
-    """Mount SlowFS in a child process for the duration of the block."""
+def mounted(root: str, mountpoint: str, *, meta_latency=0.004, read_latency=0.0005, bandwidth="300M",
+            write_latency=0.0, write_bandwidth="0", fsync_latency=0.0):
+    """Mount the slow tier over `root` at `mountpoint` for the block."""
     os.makedirs(mountpoint, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "case_studies.slowfs", root, mountpoint,
-                             "--meta-latency", str(meta_latency), "--read-latency", str(read_latency),
-                             "--bandwidth", str(bandwidth)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env={**os.environ, "TFDARSHAN_NO_HOOKS": "1"})
+    proc = subprocess.Popen([build(), root, mountpoint, repr(float(meta_latency)), repr(float(read_latency)),
+                             repr(parse_rate(bandwidth)), repr(float(write_latency)),
+                             repr(parse_rate(write_bandwidth)), repr(float(fsync_latency))],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.time() + 30
     while not os.path.ismount(mountpoint):
         if proc.poll() is not None or time.time() > deadline:
-            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
             proc.kill()
+            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
             raise RuntimeError(f"could not mount the slow file system at {mountpoint}: {out[-1000:]}")
-        time.sleep(0.1)
+        time.sleep(0.05)
+    m = Mount(mountpoint)
+    m.pid = proc.pid
     try:
-        yield mountpoint
+        yield m
     finally:
         subprocess.run(["umount", mountpoint], capture_output=True)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+            subprocess.run(["umount", "-l", mountpoint], capture_output=True)
 
 
 def main(argv=None) -> int:
@@ -151,12 +128,13 @@ def main(argv=None) -> int:
     ap.add_argument("--meta-latency", type=float, default=0.004)
     ap.add_argument("--read-latency", type=float, default=0.0005)
     ap.add_argument("--bandwidth", default="300M")
+    ap.add_argument("--write-latency", type=float, default=0.0)
+    ap.add_argument("--write-bandwidth", default="0")
+    ap.add_argument("--fsync-latency", type=float, default=0.0)
     a = ap.parse_args(argv)
-    fs = SlowFS(a.root, a.meta_latency, a.read_latency, parse_rate(a.bandwidth))
-    # direct_io: no page cache for file data; attr/entry timeouts 0: every lookup reaches us
-    FUSE(fs, a.mountpoint, foreground=True, nothreads=False, direct_io=True, attr_timeout=0,
-         entry_timeout=0, negative_timeout=0, max_read=131072)
-    return 0
+    return os.execv(build(), [build(), a.root, a.mountpoint, repr(a.meta_latency), repr(a.read_latency),
+                              repr(parse_rate(a.bandwidth)), repr(a.write_latency),
+                              repr(parse_rate(a.write_bandwidth)), repr(a.fsync_latency)])
 
 
 if __name__ == "__main__":

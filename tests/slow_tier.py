@@ -1,5 +1,6 @@
 """The case studies' slow FUSE tier, for tests: whether it can be mounted here."""
 import os
+import shutil
 
 
 def unavailable():
@@ -8,8 +9,11 @@ def unavailable():
         return "mounting the slow FUSE tier needs root"
     if not os.path.exists("/dev/fuse"):
         return "no /dev/fuse on this machine"
+    if not shutil.which("pkg-config") or not os.path.exists("/usr/include/fuse3/fuse.h"):
+        return "libfuse3's development files are missing (make system-deps installs them)"
     try:
-        import fuse  # noqa: F401  (fusepy loads libfuse2 here)
-    except (ImportError, OSError, EnvironmentError) as e:
-        return f"fusepy or libfuse2 missing (make test installs them): {e}"
+        from case_studies.slowfs import build
+        build()
+    except RuntimeError as e:
+        return str(e)
     return None

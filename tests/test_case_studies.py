@@ -1,6 +1,7 @@
-"""A tiny configuration of both case studies, end to end (slow FUSE tier,
-profile, recommend, stage to /dev/shm, re-run), asserting what must hold at
-any scale."""
+"""A tiny configuration of the three case studies, end to end (slow FUSE
+tier; profile, recommend, stage to /dev/shm, re-run, compare; checkpoint
+synchronously and through a drain), asserting what must hold at any scale:
+the mechanics, never a gain that noise could flip."""
 import json
 import os
 import shutil
@@ -24,8 +25,11 @@ def tiny_results(tmp_path_factory):
                         "--results", str(d / "RESULTS.md")], capture_output=True, text=True, timeout=850)
     assert r.returncode == 0, r.stderr[-3000:]
     results = json.loads((d / "results" / "results-tiny.json").read_text())
-    assert (d / "results" / "imagenet.png").exists() and (d / "results" / "malware.png").exists()
-    assert "Case studies: results" in (d / "RESULTS.md").read_text()
+    for study in ("imagenet", "malware", "checkpoint"):
+        assert (d / "results" / f"{study}.png").exists()
+    text = (d / "RESULTS.md").read_text()
+    assert "Case studies: results" in text and "too few" in text and " beats " not in text, \
+        "one round supports no claim"
     return {r["config"]["study"]: r for r in results}
 
 
@@ -55,3 +59,32 @@ def test_staged_runs_read_the_copies(tiny_results, study):
         assert s["predicted_gain"] >= 0
     # the knapsack never predicts less than the simple rule under the same budget
     assert r["staging"]["recommended"]["predicted_gain"] >= r["staging"]["under 2 MB"]["predicted_gain"] - 1e-9
+
+
+@pytest.mark.parametrize("study", ["imagenet", "malware"])
+def test_every_configuration_runs_in_every_round(tiny_results, study):
+    r = tiny_results[study]
+    assert len(r["rounds"]) == r["config"]["rounds"]
+    for row in r["rounds"]:
+        assert sorted(row["order"]) == sorted(["unprofiled", "profiled", "recommended", "under 2 MB"])
+        for name in row["order"]:
+            assert row[name]["wall"] > 0
+            if name != "unprofiled":
+                assert row[name]["bytes_read"] > 0
+    assert all(r["tiers"]["slow"]["median"][k] > 0 for k in ("open_latency", "read_latency", "bandwidth"))
+    assert len(r["tiers"]["slow"]["probes"]) == 3
+
+
+def test_checkpoint_study_mechanics(tiny_results):
+    r = tiny_results["checkpoint"]
+    row = r["rounds"][0]
+    assert sorted(row["order"]) == sorted(["none", "slow, synchronous", "fast + drain"])
+    saves = r["config"]["steps"] // r["config"]["every"]
+    assert row["none"]["bytes"] == 0
+    for mode in ("slow, synchronous", "fast + drain"):
+        run = row[mode]
+        # every checkpoint reached the slow tier and was fsynced there
+        assert run["bytes"] > 0 and run["fsyncs"] >= saves, (mode, run["pattern"])
+        assert run["checkpoint_steps"] >= 1
+    # TensorFlow writes its checkpoint files through STDIO
+    assert row["slow, synchronous"]["pattern"]["STDIO"]["writes"] > 0

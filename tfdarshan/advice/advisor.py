@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from tfdarshan.advice import checkpoint_findings
 from tfdarshan.advice import tiers as T
 from tfdarshan.advice.cost_model import file_costs  # noqa: F401  (re-exported)
 from tfdarshan.advice.file_table import human_time
@@ -154,8 +155,10 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
     if p.empty:
         return out
     reads = int(p["POSIX_READS"].sum())
-    zero = snap.extra.set_index("record_id")["ZERO_READS"].reindex(p["record_id"]).fillna(0) \
-        if len(snap.extra) else pd.Series(0, index=p["record_id"])
+    # a file both fopen'ed and open'ed has a POSIX and a STDIO row in extra
+    ex = snap.extra[snap.extra["module"] == "POSIX"] if len(snap.extra) else snap.extra
+    zero = ex.set_index("record_id")["ZERO_READS"].reindex(p["record_id"]).fillna(0) \
+        if len(ex) else pd.Series(0, index=p["record_id"])
     n_zero = int(zero.sum())
     tiny = int(p["POSIX_SIZE_READ_0_100"].sum())
     under_4k = tiny + int(p["POSIX_SIZE_READ_100_1K"].sum()) + int(p["POSIX_SIZE_READ_1K_10K"].sum())
@@ -381,8 +384,11 @@ def recommend(snap: Snapshot, fast: T.Tier, capacity: Optional[int] = None, *, t
             else np.zeros(0, dtype=np.int64)
     else:
         raise ValueError(f"granularity must be 'file' or 'dataset', not {granularity!r}")
-    baselines = {"under_2mb": under_2mb(costs, capacity), "largest_time_first": largest_time_first(costs, capacity)}
-    return Advice(fast, capacity, costs, chosen, baselines, diagnose(snap, costs, steps), granularity, source)
+    none = np.zeros(0, dtype=np.int64)      # a run that read nothing (a checkpoint-only run) has no candidates
+    baselines = {"under_2mb": under_2mb(costs, capacity) if len(costs) else none,
+                 "largest_time_first": largest_time_first(costs, capacity) if len(costs) else none}
+    found = diagnose(snap, costs, steps) + [Finding(**f) for f in checkpoint_findings.findings(snap, fast, steps)]
+    return Advice(fast, capacity, costs, chosen, baselines, found, granularity, source)
 
 
 def compare_runs(before: Snapshot, after: Snapshot, mapping: Dict[str, str],
