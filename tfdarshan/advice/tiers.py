@@ -38,6 +38,7 @@ from tfdarshan.errors import TfdarshanError
 
 UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 10**3, "KIB": 1 << 10, "M": 1 << 20, "MB": 10**6,
          "MIB": 1 << 20, "G": 1 << 30, "GB": 10**9, "GIB": 1 << 30, "T": 1 << 40, "TB": 10**12, "TIB": 1 << 40}
+OPEN_RATE_SECONDS = 1.0        # at most, for the concurrent-open measurement
 FIELDS = ("open_latency", "stat_latency", "read_latency", "bandwidth", "open_rate")
 OPENERS = 4                 # parallel openers of the open-rate probe (threads: os.open releases the GIL)
 MAX_SIZE = 1 << 63          # bytes; beyond any file system, and still an int64
@@ -196,17 +197,24 @@ def _measure_once(big: pathlib.Path, small, opens: int, small_reads: int) -> Dic
             "open_rate": _open_rate(small, max(opens, 1000))}
 
 
-def _open_rate(small, opens: int) -> float:
+def _open_rate(small, opens: int, seconds: float = OPEN_RATE_SECONDS) -> float:
     """Opens+closes per second with OPENERS threads opening at once, each
-    `opens` times: one opener's latency hides how the tier behaves under
-    the many ranks of a job (a shared metadata server, a node's dentry locks)."""
+    `opens` times or for `seconds`, whichever ends first (a slow shared file
+    system takes milliseconds an open): one opener's latency hides how the
+    tier behaves under the many ranks of a job (a shared metadata server, a
+    node's dentry locks)."""
     import threading
     start = threading.Barrier(OPENERS + 1)
+    done = [0] * OPENERS
 
     def opener(k: int) -> None:
         start.wait()
+        deadline = time.perf_counter() + seconds
         for i in range(opens):
             os.close(os.open(small[(i + k) % len(small)], os.O_RDONLY))
+            done[k] = i + 1
+            if time.perf_counter() > deadline:
+                break
 
     threads = [threading.Thread(target=opener, args=(k,)) for k in range(OPENERS)]
     for th in threads:
@@ -215,7 +223,7 @@ def _open_rate(small, opens: int) -> float:
     t = time.perf_counter()
     for th in threads:
         th.join()
-    return OPENERS * opens / max(time.perf_counter() - t, 1e-9)
+    return sum(done) / max(time.perf_counter() - t, 1e-9)
 
 
 # ------------------------------------------------------------------ storing
