@@ -208,10 +208,6 @@ class Ring:
                 self.dropped_seconds += (k.end - k.start) / hz
 
     # ------------------------------------------------------------ reading
-    def oldest_ticks(self) -> Optional[int]:
-        with self._lock:
-            return self._kept[0].start if self._kept else None
-
     def cut(self, t0: int, t1: int) -> Cut:
         """The kept intervals that closed in (t0, t1], copied out."""
         with self._lock:
