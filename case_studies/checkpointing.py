@@ -30,7 +30,7 @@ from typing import Dict, List
 import numpy as np
 
 from case_studies import stats as S
-from case_studies.runner import probe_slow
+from case_studies.runner import SLOW_PROBE, probe_slow
 from case_studies.slowfs import CpuMeter, mounted
 
 CONFIGS = ("none", "slow, synchronous", "fast + drain")
@@ -141,8 +141,7 @@ def run_study(cfg: CheckpointConfig, workdir: pathlib.Path, log=print) -> Dict:
     with mounted(str(backing), mnt, meta_latency=cfg.meta_latency, read_latency=cfg.read_latency,
                  bandwidth=cfg.bandwidth, write_latency=cfg.write_latency, write_bandwidth=cfg.write_bandwidth,
                  fsync_latency=cfg.fsync_latency) as tier:
-        result["tiers"] = {"slow": probe_slow(os.path.join(mnt, ".probe"), size=16 << 20, opens=50,
-                                              small_reads=32)}
+        result["tiers"] = {"slow": probe_slow(os.path.join(mnt, ".probe"), **SLOW_PROBE)}
         fast_root = tempfile.mkdtemp(prefix="tfd-ckpt-", dir="/dev/shm")
         result["tiers"]["fast"] = tiers.probe(fast_root, size=16 << 20).to_dict()
         rounds = []

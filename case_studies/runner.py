@@ -57,6 +57,9 @@ SCALES = {
 }
 PROBES = 3                             # slow-tier probes, which must agree within PROBE_AGREEMENT
 PROBE_AGREEMENT = 0.10
+# each probe's read latency is the median of 5 x 128 cold 4 KiB reads: with
+# 32 a run on a loaded machine disagreed by 14 % (a quiet one: 1-2 % either way)
+SLOW_PROBE = dict(size=16 << 20, opens=50, small_reads=128)
 CONFIGS = ("unprofiled", "profiled", "recommended", "under 2 MB")
 
 
@@ -237,7 +240,7 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
         with mounted(str(data), mnt, meta_latency=cfg.meta_latency, read_latency=cfg.read_latency,
                      bandwidth=cfg.bandwidth) as tier:
             slow_paths = [os.path.join(mnt, os.path.relpath(p, data)) for p in local]
-            slow = probe_slow(os.path.join(mnt, ".probe"), size=16 << 20, opens=50, small_reads=32)
+            slow = probe_slow(os.path.join(mnt, ".probe"), **SLOW_PROBE)
             fast = tiers.probe(fast_root, size=16 << 20)
             result["tiers"] = {"slow": slow, "fast": fast.to_dict()}
             m = slow["median"]
