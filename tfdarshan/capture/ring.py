@@ -192,11 +192,17 @@ class Ring:
         """Drop the oldest intervals: past the horizon, in the arena rows
         [at, at + n) about to be written, or crowding out `extra` bytes."""
         hz = self._rec.clock.ticks_per_second
+        # after a wrap the oldest intervals sit at the arena's end, past the
+        # rows about to be written: everything up to the newest one those
+        # rows overlap goes, oldest first, so the ring stays one span of time
+        overlapping = [i for i, k in enumerate(self._kept) if n and k.offset < at + n and at < k.offset + k.n]
+        through = overlapping[-1] if overlapping else -1
+        popped = 0
         while self._kept:
             k = self._kept[0]
-            overlaps = n and k.offset < at + n and at < k.offset + k.n
-            if not (k.end <= horizon or overlaps or self._extra + extra > self._extra_cap):
+            if not (popped <= through or k.end <= horizon or self._extra + extra > self._extra_cap):
                 break
+            popped += 1
             self._kept.popleft()
             self._rows -= k.n
             self._extra -= k.extra_bytes
