@@ -35,6 +35,7 @@ typedef struct tfd_collect_result {
     int64_t folded_files;            /* distinct paths folded into the overflow record */
     int64_t trace_dropped;           /* trace segments dropped for lack of memory */
     int64_t n_threads;               /* threads that ever recorded */
+    int64_t n_shards;                /* (thread, record) counters folded: a collect's cost */
 } tfd_collect_result;
 
 typedef struct tfd_clock_info {

@@ -12,12 +12,15 @@
  *  - Counters live in shards, one per (thread, record), written only by
  *    their thread and guarded by a sequence count so a collector copies a
  *    consistent view without ever blocking the writer.
- *  - Time is cut into intervals (epochs). The first update of a record in an
- *    interval pushes it on that interval's dirty list, so a collect costs
- *    time proportional to the records touched since the previous one.
+ *  - Time is cut into intervals (epochs). The first update of a shard in an
+ *    interval pushes it on its thread's dirty list for that interval, so a
+ *    collect costs time proportional to the shards written since the
+ *    previous one, not to the threads that ever touched those files (a
+ *    tf.data pipeline spreads each file over dozens of threads).
  *    Collect closes the interval, waits (membarrier + per-thread sequence)
- *    until no thread is still inside an update tagged with it, then merges
- *    the shards of the dirty records.
+ *    until no thread is still inside an update tagged with it, then folds
+ *    each dirty shard's change since its last collect into its record's
+ *    totals, which only the collector keeps.
  */
 #include "shim.h"
 
@@ -102,12 +105,16 @@ typedef struct tfd_shard tfd_shard;
 
 typedef struct tfd_thread tfd_thread;
 
+typedef struct shard_seen shard_seen;
+typedef struct rec_totals rec_totals;
+
 struct tfd_shard {
     tfd_thread *owner;          /* its sequence count guards this shard */
     int64_t epoch;              /* interval of the last update */
     tfd_rec *rec;
-    tfd_shard *next_in_rec;
-    tfd_shard *next_in_thread;
+    /* by interval parity, as the records' iext below */
+    tfd_shard *dirty_next[2];
+    shard_seen *seen;           /* the collector's: what it has already folded */
     int64_t sum[S_N];
     /* extremes of the interval being recorded and of the one before it,
      * by interval parity; the collector folds them into run totals */
@@ -128,12 +135,7 @@ struct tfd_rec {
     int last_io_type;
     int64_t last_meta_end, last_read_end, last_write_end;
     int64_t mode, renamed_from;
-    /* dirty tracking */
-    int64_t dirty_epoch;
-    /* by interval parity: writers of the next interval push the record
-     * while the collector still walks the list of the one it closed */
-    tfd_rec *dirty_next[2];
-    tfd_shard *shards;
+    rec_totals *totals;         /* the collector's: sums over all shards */
 };
 
 #define SEG_PER_CHUNK 512
@@ -155,7 +157,9 @@ struct tfd_thread {
     int64_t tot_bytes_read, tot_bytes_written, tot_reads, tot_writes, tot_opens, tot_ticks;
     int creating;               /* inside record creation (holds create_lock) */
     tfd_shard ***dir;           /* record index -> this thread's shard */
-    tfd_shard *shards;          /* all of this thread's shards */
+    /* shards first written in an interval, by interval parity: the thread
+     * pushes on one list while the collector takes the other */
+    tfd_shard *dirty[2];
     char *arena;                /* bump allocator for shards */
     size_t arena_left;
     /* trace: the writer appends to tail, the collector consumes from head */
@@ -181,7 +185,6 @@ extern pthread_mutex_t init_lock TFD_HIDDEN;
 extern pthread_mutex_t create_lock TFD_HIDDEN;
 extern pthread_mutex_t collect_lock TFD_HIDDEN;
 extern int64_t epoch TFD_HIDDEN;
-extern tfd_rec *dirty[2] TFD_HIDDEN;
 extern int use_membarrier TFD_HIDDEN;
 extern int64_t record_cap TFD_HIDDEN;
 extern int64_t max_records TFD_HIDDEN;
@@ -222,7 +225,7 @@ typedef struct update { tfd_thread *t; tfd_shard *s; tfd_rec *r; int64_t *iext; 
 /* --------------------------------------------------- across the records_*.c files */
 void *alloc_zeroed(size_t n) TFD_HIDDEN;
 char **copy_strings(const char *const *src, int n) TFD_HIDDEN;
-void enter_interval(tfd_shard *s, tfd_rec *r, int64_t e) TFD_HIDDEN;
+void enter_interval(tfd_shard *s, int64_t e) TFD_HIDDEN;
 void free_strings(char **v, int n) TFD_HIDDEN;
 void heat_add_slow(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 int membarrier_register(void) TFD_HIDDEN;
@@ -267,7 +270,7 @@ static inline __attribute__((always_inline)) int begin(update *u, tfd_rec *r)
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
     int64_t e = RELAXED_LOAD(epoch);
     if (TFD_UNLIKELY(s->epoch != e))
-        enter_interval(s, r, e);
+        enter_interval(s, e);
     u->t = t;
     u->s = s;
     u->r = r;

@@ -11,7 +11,6 @@ pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;  /* new records only */
 pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
 int64_t epoch = 1;
-tfd_rec *dirty[2];
 int use_membarrier;
 int64_t record_cap;      /* per module */
 int64_t max_records;     /* all modules, index space */
@@ -161,12 +160,6 @@ tfd_shard *new_shard(tfd_thread *t, tfd_rec *r)
     s->owner = t;
     s->epoch = -1;
     s->iext[0].epoch = s->iext[1].epoch = -1;
-    tfd_shard *head = __atomic_load_n(&r->shards, __ATOMIC_ACQUIRE);
-    do
-        s->next_in_rec = head;
-    while (!__atomic_compare_exchange_n(&r->shards, &head, s, 1, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
-    s->next_in_thread = t->shards;
-    __atomic_store_n(&t->shards, s, __ATOMIC_RELEASE);
     chunk[lo] = s;
     return s;
 }
@@ -174,31 +167,20 @@ tfd_shard *new_shard(tfd_thread *t, tfd_rec *r)
 /* ------------------------------------------------------- update protocol */
 
 
-static void mark_dirty(tfd_rec *r, int64_t e)
-{
-    int64_t seen = RELAXED_LOAD(r->dirty_epoch);
-    while (seen != e) {
-        if (__atomic_compare_exchange_n(&r->dirty_epoch, &seen, e, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-            tfd_rec **list = &dirty[e & 1];
-            tfd_rec *head = __atomic_load_n(list, __ATOMIC_RELAXED);
-            do
-                r->dirty_next[e & 1] = head;
-            while (!__atomic_compare_exchange_n(list, &head, r, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-            return;
-        }
-    }
-}
-
 /* First update of a shard in an interval: start its extremes afresh and put
- * the record on the interval's dirty list (once per record and interval). */
-void enter_interval(tfd_shard *s, tfd_rec *r, int64_t e)
+ * it on its thread's dirty list for the interval (once per interval). */
+void enter_interval(tfd_shard *s, int64_t e)
 {
     int k = (int)(e & 1);
+    tfd_thread *t = s->owner;
     memset(s->iext[k].v, 0, sizeof(s->iext[k].v));
     s->iext[k].epoch = e;
     s->epoch = e;
-    if (RELAXED_LOAD(r->dirty_epoch) != e)
-        mark_dirty(r, e);
+    /* the collector emptied list k before it opened interval e: read the
+     * list after the interval number */
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    s->dirty_next[k] = RELAXED_LOAD(t->dirty[k]);
+    __atomic_store_n(&t->dirty[k], s, __ATOMIC_RELEASE);
 }
 
 

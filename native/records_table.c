@@ -98,7 +98,6 @@ tfd_rec *new_record(uint64_t id, int module, const char *path)
     r->file_alignment = block_size_of(path);
     r->alignment_mask = (r->file_alignment > 0 && !(r->file_alignment & (r->file_alignment - 1)))
                             ? r->file_alignment - 1 : -1;
-    r->dirty_epoch = -1;
     r->std_stream = path[0] == '<';
     int64_t hi = r->index / DIR_CHUNK;
     if (!rec_by_index[hi] && !(rec_by_index[hi] = calloc(DIR_CHUNK, sizeof(tfd_rec *)))) {

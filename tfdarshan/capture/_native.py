@@ -53,6 +53,7 @@ class Collected:
     folded_files: int
     trace_dropped: int
     n_threads: int
+    n_shards: int             # (thread, record) counters the collect folded: its cost
 
 
 def _string_array(items: Sequence[str]):
@@ -142,7 +143,7 @@ def collect() -> Collected:
             heat_unbinned=out.heat_unbinned,
             epoch=out.epoch, now_ticks=out.now_ticks, n_records=out.n_records,
             folded_files=out.folded_files, trace_dropped=out.trace_dropped,
-            n_threads=out.n_threads)
+            n_threads=out.n_threads, n_shards=out.n_shards)
     finally:
         lib.tfd_free_collect(out)
 
