@@ -105,8 +105,16 @@ typedef struct tfd_shard tfd_shard;
 
 typedef struct tfd_thread tfd_thread;
 
-typedef struct shard_seen shard_seen;
 typedef struct rec_totals rec_totals;
+
+/* The collector's part of a shard: what it has already folded of it (its
+ * sums and value counts at the last collect that saw it written). Most
+ * shards see few distinct sizes and strides, so their counts start inline. */
+typedef struct shard_seen {
+    int64_t sum[S_N];
+    int64_t cnt[2][VALUES_INLINE];          /* access, stride */
+    int64_t (*big)[VALUES_MAX];             /* [2][VALUES_MAX] (malloc), once either has more */
+} shard_seen;
 
 struct tfd_shard {
     tfd_thread *owner;          /* its sequence count guards this shard */
@@ -114,12 +122,13 @@ struct tfd_shard {
     tfd_rec *rec;
     /* by interval parity, as the records' iext below */
     tfd_shard *dirty_next[2];
-    shard_seen *seen;           /* the collector's: what it has already folded */
+    tfd_shard *next_in_thread;
     int64_t sum[S_N];
     /* extremes of the interval being recorded and of the one before it,
      * by interval parity; the collector folds them into run totals */
     struct { int64_t epoch; int64_t v[E_N]; } iext[2];
     values access, stride;
+    shard_seen seen __attribute__((aligned(64)));   /* written by the collector: a line of its own */
 };
 
 struct tfd_rec {
@@ -150,9 +159,14 @@ typedef struct seg_chunk { struct seg_chunk *next; int32_t count; seg s[SEG_PER_
 #define HEAT_KINDS 4            /* POSIX read, POSIX write, STDIO read, STDIO write */
 
 #define DIR_CHUNK 1024
+/* A thread's state. tf.data starts new threads for every iterator (every
+ * epoch), so the shards of exited threads are folded and their memory
+ * reused, or a long job would grow by a shard per file and epoch. */
+enum { THREAD_ACTIVE, THREAD_EXITED, THREAD_FREE };
 struct tfd_thread {
     uint32_t seq;               /* odd while inside an update (also the re-entry guard) */
     int suppressed;
+    int state;                  /* THREAD_*: set by the thread's exit, the collector and a new thread */
     /* running totals for the cheap live pull (tfd_live) */
     int64_t tot_bytes_read, tot_bytes_written, tot_reads, tot_writes, tot_opens, tot_ticks;
     int creating;               /* inside record creation (holds create_lock) */
@@ -160,8 +174,10 @@ struct tfd_thread {
     /* shards first written in an interval, by interval parity: the thread
      * pushes on one list while the collector takes the other */
     tfd_shard *dirty[2];
+    tfd_shard *shards;          /* all of this thread's shards */
     char *arena;                /* bump allocator for shards */
     size_t arena_left;
+    void *blocks;               /* the arena's blocks, freed when the thread is retired */
     /* trace: the writer appends to tail, the collector consumes from head */
     seg_chunk *trace_head, *trace_tail;
     int32_t trace_read;         /* collector's position in trace_head */
@@ -231,6 +247,7 @@ void heat_add_slow(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t
 int membarrier_register(void) TFD_HIDDEN;
 tfd_shard *new_shard(tfd_thread *t, tfd_rec *r) TFD_HIDDEN;
 tfd_thread *thread_self(void) TFD_HIDDEN;
+void retire_thread(tfd_thread *t) TFD_HIDDEN;
 void track_value_slow(tfd_thread *t, values *vs, int64_t v) TFD_HIDDEN;
 tfd_rec *new_record(uint64_t id, int module, const char *path) TFD_HIDDEN;
 tfd_rec **posix_slot(int fd, int create) TFD_HIDDEN;

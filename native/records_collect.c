@@ -315,15 +315,6 @@ static int grow_push(growbuf *b, const int64_t *v, int64_t k)
     return 0;
 }
 
-/* What the collector has folded of a shard: its sums and value counts at
- * the last collect that saw it dirty. Most shards see few distinct sizes
- * and strides, so their counts start inline (a million files must fit). */
-struct shard_seen {
-    int64_t sum[S_N];
-    int64_t cnt[2][VALUES_INLINE];          /* access, stride */
-    int64_t (*big)[VALUES_MAX];             /* [2][VALUES_MAX], once either has more */
-};
-
 /* A record's distinct sizes (or strides) over all shards: the first 2 x 32
  * seen, as many as the old per-collect merge of shards kept. */
 #define TOTAL_VALUES (2 * VALUES_MAX)
@@ -343,8 +334,8 @@ struct rec_totals {
     value_totals access, stride;
 };
 
-/* Collector-only bump allocator (under collect_lock): a shard_seen for every
- * shard ever collected, a rec_totals for every record. */
+/* Collector-only bump allocator (under collect_lock): a rec_totals for every
+ * record. */
 static void *collector_alloc(size_t n)
 {
     static char *arena;
@@ -352,9 +343,13 @@ static void *collector_alloc(size_t n)
     n = (n + 63) & ~(size_t)63;
     if (left < n) {
         size_t block = n > (1u << 20) ? n : (1u << 20);
-        char *p = calloc(1, block);
+        /* zeroed by writing: calloc's fresh pages would be read first (the
+         * shared zero page) and then written, a second fault that flushes
+         * the TLB of every core running the job (an IPI, costly on a VM) */
+        char *p = malloc(block);
         if (!p)
             return NULL;
+        memset(p, 0, block);
         arena = p;
         left = block;
     }
@@ -395,7 +390,7 @@ static int add_value(value_totals *t, int64_t v, int64_t count)
 static int fold_values(value_totals *t, const int64_t *sv, const int64_t *sc, int32_t sn, shard_seen *seen, int kind)
 {
     if (sn > VALUES_INLINE && !seen->big) {
-        if (!(seen->big = collector_alloc(2 * VALUES_MAX * sizeof(int64_t))))
+        if (!(seen->big = malloc(2 * VALUES_MAX * sizeof(int64_t))))   /* freed with the shard */
             return -1;
         for (int k = 0; k < 2; k++)
             memcpy(seen->big[k], seen->cnt[k], sizeof(seen->cnt[k]));
@@ -414,12 +409,10 @@ static int fold_values(value_totals *t, const int64_t *sv, const int64_t *sc, in
 static int fold_shard(tfd_shard *s, int64_t closed, tfd_rec **touched)
 {
     tfd_rec *r = s->rec;
-    if (!s->seen && !(s->seen = collector_alloc(sizeof(shard_seen))))
-        return -1;
     if (!r->totals && !(r->totals = collector_alloc(sizeof(rec_totals))))
         return -1;
     rec_totals *a = r->totals;
-    shard_seen *seen = s->seen;
+    shard_seen *seen = &s->seen;
     shard_copy c;
     copy_shard(s, closed, &c);
     if (a->stamp != closed) {
@@ -472,9 +465,6 @@ static int fold_shards(const shard_list *l, int64_t closed, tfd_rec **touched)
         }
         if (i + AHEAD / 2 < l->n) {
             const tfd_shard *next = l->p[i + AHEAD / 2];
-            if (next->seen)
-                for (size_t off = 0; off < sizeof(int64_t) * S_N; off += 64)
-                    __builtin_prefetch((const char *)next->seen + off, 1);
             if (next->rec->totals)
                 for (size_t off = 0; off < sizeof(int64_t) * S_N; off += 64)
                     __builtin_prefetch((const char *)next->rec->totals + off, 1);
@@ -619,6 +609,11 @@ int tfd_collect(tfd_collect_result *out)
         rc = collect_trace(&segs, &out->trace_dropped, closed);
     if (rc == 0)
         rc = collect_heat(&heat, &out->heat_unbinned);
+    /* exited threads whose last writes this collect folded: nothing of them
+     * is left to report, so their memory goes to the next new thread */
+    for (tfd_thread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t && rc == 0; t = t->next)
+        if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == THREAD_EXITED && !t->dirty[0] && !t->dirty[1])
+            retire_thread(t);
     out->epoch = closed;
     out->now_ticks = (int64_t)tfd_ticks();
     out->n_records = __atomic_load_n(&n_records, __ATOMIC_ACQUIRE);

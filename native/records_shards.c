@@ -75,12 +75,51 @@ int membarrier_register(void)
 
 /* ----------------------------------------------------------------- threads */
 
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+
+/* Runs as the thread exits: the collector folds what it wrote last and then
+ * retires it. I/O in a later destructor gets a fresh thread (self is
+ * cleared), which pthread retires on its next destructor round. */
+static void thread_exited(void *p)
+{
+    tfd_thread *t = p;
+    self = NULL;
+    __atomic_store_n(&t->state, THREAD_EXITED, __ATOMIC_RELEASE);
+}
+
+static void make_exit_key(void)
+{
+    pthread_key_create(&exit_key, thread_exited);
+}
+
+/* a retired thread, its shards folded and its memory cleared, if any */
+static tfd_thread *claim_retired(void)
+{
+    for (tfd_thread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
+        int free_state = THREAD_FREE;
+        if (__atomic_load_n(&t->state, __ATOMIC_RELAXED) == THREAD_FREE &&
+            __atomic_compare_exchange_n(&t->state, &free_state, THREAD_ACTIVE, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return t;
+    }
+    return NULL;
+}
+
 tfd_thread *thread_self(void)
 {
     tfd_thread *t = self;
     if (TFD_LIKELY(t != NULL))
         return t;
     int saved = errno;
+    pthread_once(&exit_key_once, make_exit_key);
+    if ((t = claim_retired())) {
+        pthread_setspecific(exit_key, t);
+        __atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
+        errno = saved;
+        self = t;
+        return t;
+    }
     t = aligned_alloc(64, (sizeof(*t) + 63) & ~(size_t)63);   /* seq is written per call */
     if (t)
         memset(t, 0, sizeof(*t));
@@ -91,8 +130,11 @@ tfd_thread *thread_self(void)
     t->dir = calloc((size_t)(max_records / DIR_CHUNK + 1), sizeof(tfd_shard **));
     if (!t->dir) {
         free(t);
+        errno = saved;
         return NULL;
     }
+    pthread_setspecific(exit_key, t);
+    errno = saved;
     tfd_thread *head = __atomic_load_n(&threads, __ATOMIC_ACQUIRE);
     do
         t->next = head;
@@ -100,6 +142,42 @@ tfd_thread *thread_self(void)
     __atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
     self = t;
     return t;
+}
+
+/* Called by the collector, under its lock, once everything the exited
+ * thread wrote has been folded: free its shards and trace, and leave the
+ * structure for a new thread. Its running totals stay (tfd_live sums them
+ * over structures, so they only ever grow). */
+void retire_thread(tfd_thread *t)
+{
+    for (tfd_shard *s = t->shards; s; s = s->next_in_thread)
+        free(s->seen.big);
+    for (void *b = t->blocks, *next; b; b = next) {
+        next = *(void **)b;
+        free(b);
+    }
+    for (int64_t i = 0; i <= max_records / DIR_CHUNK; i++)
+        if (t->dir[i])
+            memset(t->dir[i], 0, DIR_CHUNK * sizeof(tfd_shard *));
+    for (seg_chunk *c = t->trace_head, *next; c; c = next) {
+        next = c->next;
+        free(c);
+        __atomic_add_fetch(&trace_budget, (int64_t)sizeof(seg_chunk), __ATOMIC_RELAXED);
+    }
+    t->shards = NULL;
+    t->blocks = NULL;
+    t->arena = NULL;
+    t->arena_left = 0;
+    t->dirty[0] = t->dirty[1] = NULL;
+    t->trace_head = t->trace_tail = NULL;
+    t->trace_read = 0;
+    t->suppressed = 0;
+    t->creating = 0;
+    t->heat_bin = -1;
+    t->heat_lo = t->heat_hi = 0;
+    t->heat_next = 0;
+    memset(t->heat_reported, 0, sizeof(t->heat_reported));
+    __atomic_store_n(&t->state, THREAD_FREE, __ATOMIC_RELEASE);
 }
 
 int tfd_recording(void)
@@ -124,14 +202,21 @@ static void *arena_alloc(tfd_thread *t, size_t n)
 {
     n = (n + 63) & ~(size_t)63;
     if (t->arena_left < n) {
-        size_t block = n > (256u << 10) ? n : (256u << 10);
+        /* a block starts with the link to the thread's previous block */
+        size_t block = n + 64 > (256u << 10) ? n + 64 : (256u << 10);
         int saved = errno;
-        char *p = calloc(1, block);
+        char *p = malloc(block);
         errno = saved;
         if (!p)
             return NULL;
-        t->arena = p;
-        t->arena_left = block;
+        /* zeroed by writing, all at once: the collector writes its part of a
+         * shard (seen) that may lie on a page the thread has not touched, and
+         * a fault there would first map the zero page, then flush the TLB */
+        memset(p, 0, block);
+        *(void **)p = t->blocks;
+        t->blocks = p;
+        t->arena = p + 64;
+        t->arena_left = block - 64;
     }
     void *r = t->arena;
     t->arena += n;
@@ -160,6 +245,8 @@ tfd_shard *new_shard(tfd_thread *t, tfd_rec *r)
     s->owner = t;
     s->epoch = -1;
     s->iext[0].epoch = s->iext[1].epoch = -1;
+    s->next_in_thread = t->shards;
+    t->shards = s;
     chunk[lo] = s;
     return s;
 }
