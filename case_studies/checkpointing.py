@@ -90,9 +90,12 @@ def train(cfg: CheckpointConfig, mode: str, slow_dir: str, fast_dir: str) -> Dic
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=opt), where, max_to_keep=2)
     drain = C.Drain(slow_dir) if mode == "fast + drain" else None
     tfdarshan.attach()
+    # held past the timing: deleting a tf.data iterator sometimes stalls for
+    # seconds (see runner.train_end_callback), after the epoch's last step
+    batches = iter(ds)
     t = time.perf_counter()
     with tfdarshan.profile(trace=False) as prof:
-        for i, (x, y) in enumerate(ds):
+        for i, (x, y) in enumerate(batches):
             with tfdarshan.step(i):
                 step(x, y)
                 if mode != "none" and (i + 1) % cfg.every == 0:
@@ -104,6 +107,7 @@ def train(cfg: CheckpointConfig, mode: str, slow_dir: str, fast_dir: str) -> Dic
         if drain:
             drain.close()
     wall = time.perf_counter() - t
+    del batches
     snap, steps = prof.snapshot, prof.steps
     fast = tiers.Tier(path="/dev/shm", fstype="tmpfs", open_latency=2e-6, stat_latency=1e-6, read_latency=1e-6,
                       bandwidth=4e9, capacity=1 << 30, source="declared")

@@ -92,6 +92,22 @@ def generate(cfg: Config, root: pathlib.Path) -> List[str]:
     return datasets.make_malware(root, cfg.files, scale=cfg.size_scale)
 
 
+def train_end_callback():
+    """A Keras callback that notes when training ends (`.at`): the epoch's
+    end. `fit` returns later, after tearing down its tf.data iterator, which
+    here took either ~0.01 s or 3-4.5 s at random (in plain TensorFlow, never
+    in 12 epochs with tf.data's autotuning off), a stall no epoch pays."""
+    import tensorflow as tf
+
+    class TrainEnd(tf.keras.callbacks.Callback):
+        at = None
+
+        def on_train_end(self, logs=None):
+            TrainEnd.at = time.perf_counter()
+
+    return TrainEnd()
+
+
 def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, label: str,
                 data_files: Optional[List[str]] = None) -> Run:
     """One epoch; with profile, the window's snapshot and step series."""
@@ -103,21 +119,24 @@ def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, l
     model = mod.model(classes)
     ds = mod.pipeline(paths, labels, cfg.batch, readers)
     model.predict(np.zeros((1,) + model.input_shape[1:], "float32"), verbose=0)   # build outside the timing
+    end = train_end_callback()
     if not profile:
         tfdarshan.detach()
         t = time.perf_counter()
-        model.fit(ds, epochs=1, verbose=0)
-        wall = time.perf_counter() - t
+        model.fit(ds, epochs=1, verbose=0, callbacks=[end])
+        teardown = time.perf_counter() - end.at
+        wall = end.at - t
         del model, ds
         gc.collect()
         wait_until_reads_stop()
-        return Run(label, wall, 0, 0.0, 0, 0.0)
+        return Run(label, wall, 0, 0.0, 0, 0.0, parts={"teardown": teardown})
     tfdarshan.attach()
     t = time.perf_counter()
     with tfdarshan.profile(trace=False) as prof:
-        model.fit(ds, epochs=1, verbose=0, callbacks=[IOProfileCallback()])
-        fit = time.perf_counter() - t
-    wall = time.perf_counter() - t
+        model.fit(ds, epochs=1, verbose=0, callbacks=[IOProfileCallback(), end])
+        fit = end.at - t
+        teardown = time.perf_counter() - end.at
+    wall = time.perf_counter() - t - teardown
     # Keras keeps an iterator for a next epoch whose prefetch threads read on
     # in the background: release it, or its reads land in the next run
     del model, ds
@@ -130,8 +149,9 @@ def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, l
     step_time = float(np.median(steps["end"] - steps["start"])) if len(steps) else 0.0
     dur = (steps["end"] - steps["start"]).to_numpy()
     # where the epoch's time went: the steps, the slowest one, and the
-    # profiler's own closing (inside the epoch's wall time)
-    parts = {"fit": fit, "close": wall - fit, "steps": float(dur.sum()), "slowest_step": float(dur.max()),
+    # profiler's own closing (inside the epoch's wall time); and fit's
+    # teardown after the epoch (outside it)
+    parts = {"fit": fit, "close": wall - fit, "teardown": teardown, "steps": float(dur.sum()), "slowest_step": float(dur.max()),
              "slowest_step_index": int(np.argmax(dur)), "before_first_step": float(steps["start"].min()),
              "after_last_step": float(snap.end - snap.start - steps["end"].max())} if len(dur) else {}
     return Run(label, wall, len(steps), step_time, int(p["POSIX_BYTES_READ"].sum()),
