@@ -103,7 +103,7 @@ def train_end_callback():
         at = None
 
         def on_train_end(self, logs=None):
-            TrainEnd.at = time.perf_counter()
+            self.at = time.perf_counter()
 
     return TrainEnd()
 

@@ -195,8 +195,8 @@ class Ring:
         # after a wrap the oldest intervals sit at the arena's end, past the
         # rows about to be written: everything up to the newest one those
         # rows overlap goes, oldest first, so the ring stays one span of time
-        overlapping = [i for i, k in enumerate(self._kept) if n and k.offset < at + n and at < k.offset + k.n]
-        through = overlapping[-1] if overlapping else -1
+        through = max((i for i, k in enumerate(self._kept) if n and k.offset < at + n and at < k.offset + k.n),
+                      default=-1)
         popped = 0
         while self._kept:
             k = self._kept[0]
