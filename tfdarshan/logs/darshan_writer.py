@@ -82,10 +82,13 @@ class _Library:
     """libdarshan-util's calls for one log, made in order on a thread of
     their own: the library compresses (in C, without the GIL) while the
     caller builds the next chunk. A call is not waited for unless the one
-    two before it is still running, which bounds the chunks held."""
+    two before it is still running, which bounds the chunks held. At
+    interpreter shutdown (logs written from atexit) no thread can start:
+    the calls are then made in the caller's thread."""
 
     def __init__(self):
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tfdarshan-log-writer")
+        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="tfdarshan-log-writer")
         self._pending: List[concurrent.futures.Future] = []
         self.ok = True
 
@@ -97,15 +100,26 @@ class _Library:
     def call(self, fn, *args) -> None:
         if not self.ok:
             return                          # a call failed: the log is lost, the rest is moot
-        self._pending.append(self._pool.submit(self._run, fn, args))
-        while len(self._pending) > 2:
+        if self._pool is not None:
+            try:
+                self._pending.append(self._pool.submit(self._run, fn, args))
+            except RuntimeError:            # shutting down: no new threads
+                self._wait(0)
+                self._pool.shutdown()
+                self._pool = None
+            else:
+                self._wait(2)
+                return
+        self.ok &= self._run(fn, args)
+
+    def _wait(self, keep: int) -> None:
+        while len(self._pending) > keep:
             self.ok &= self._pending.pop(0).result()
 
     def finish(self) -> bool:
-        for f in self._pending:
-            self.ok &= f.result()
-        self._pending.clear()
-        self._pool.shutdown()
+        self._wait(0)
+        if self._pool is not None:
+            self._pool.shutdown()
         return self.ok
 
 
