@@ -93,8 +93,22 @@ def check_module(name: str) -> None:
         raise TfdarshanError(f"-m {name}: no module named {name}")
 
 
-def run(args: argparse.Namespace) -> int:
+def prepared_run(args: argparse.Namespace, steps, flight):
+    """The WholeRun, once the log directory has taken a probe file (and the
+    ranks of a job have agreed on their session directory): a log directory
+    that cannot take the logs is refused before the script starts."""
+    from tfdarshan.logs.destination import check_writable
+    from tfdarshan.logs.logdir import session_root
     from tfdarshan.tf import runner
+    try:
+        check_writable(session_root(args.logdir, beside_xprof=False))
+        return runner.WholeRun(args.logdir, steps=steps, trace=args.trace, children=args.children, flight=flight)
+    except OSError as e:
+        raise TfdarshanError(f"--logdir {args.logdir}: cannot write the logs there "
+                             f"({e.strerror or e}); the script was not started") from None
+
+
+def run(args: argparse.Namespace) -> int:
     steps = parse_steps(args.steps)
     flight = flight_policy(args)
     # refused before attaching: a mistake must not leave a log behind
@@ -110,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         if not script.is_file():
             raise TfdarshanError(f"{script}: no such script")
         target, argv = str(script), [str(script)] + args.args
-    run = runner.WholeRun(args.logdir, steps=steps, trace=args.trace, children=args.children, flight=flight)
+    run = prepared_run(args, steps, flight)
     run.start()
     sys.argv = argv
     code = 0

@@ -234,7 +234,7 @@ class FlightRecorder:
         run_dir = session_root(self.logdir, beside_xprof=False) / \
             f"{session_mod.run_directory_name(wall)}_flight_{os.getpid()}_{n}"
         session = session_mod.ProfileSession.of_window(RECORDER, snap, steps_df, files_df, label=SOURCE)
-        session.write(run_dir, metadata=meta)
+        run_dir = session_mod.write_or_fall_back(session, run_dir, metadata=meta)["darshan"].parent
         with self._lock:
             self.dumps.append(run_dir)
         log.warning("tfdarshan: flight recorder (%s: %s) wrote %s", kind, reason, run_dir)

@@ -15,6 +15,7 @@ from typing import Optional, Tuple
 
 from tfdarshan.capture import _native, ranks
 from tfdarshan.capture.recorder import RECORDER
+from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import jobdir, joblog
 from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import session_root
@@ -119,11 +120,19 @@ class WholeRun:
             print(f"tfdarshan: could not write the run's logs: {e}", file=sys.stderr)
 
     def _write(self) -> None:
-        out = session_mod.close_session(self.session, self.run_dir)
+        out = session_mod.close_session(self.session, self.run_dir, job=self.rank.job if self.rank else None)
         print(f"tfdarshan: wrote {out['darshan']}", file=sys.stderr)
-        if self.rank:
+        if self.rank and "fallback" in out:
+            print(f"tfdarshan: rank {self.rank.rank}'s log is not in the job's session directory: copy "
+                  f"{out['fallback']}/* into {self.run_dir} and run `tfdarshan joblog {self.run_dir}`", file=sys.stderr)
+        elif self.rank:
             stem = out["darshan"].name[: -len(".darshan")]
-            job_log = joblog.rank_finished(self.run_dir, self.rank, stem)
+            try:
+                job_log = joblog.rank_finished(self.run_dir, self.rank, stem)
+            except (OSError, TfdarshanError) as e:
+                print(f"tfdarshan: could not write the job log ({e}); run `tfdarshan joblog {self.run_dir}` "
+                      f"later", file=sys.stderr)
+                return
             if job_log:
                 print(f"tfdarshan: wrote the job log {job_log} ({self.rank.size} ranks)", file=sys.stderr)
 
