@@ -9,9 +9,13 @@ no XPlane) when
   - the process gets SIGUSR2;
   - Python asks (`FlightRecorder.dump()`).
 
-Automatic dumps (slow steps, signals) are rate-limited: at most one every
-`min_gap` seconds and `max_dumps` in all, so a sick job does not fill the
-disk; the triggers left out are counted and named in the next dump.
+Automatic dumps (slow steps) are rate-limited: at most one every `min_gap`
+seconds and `max_dumps` in all, so a sick job does not fill the disk; the
+triggers left out are counted and named in the next dump. An operator's
+request (SIGUSR2, `dump()`) is never dropped: it has a gap of its own,
+OPERATOR_GAP, and a request inside it waits out the rest of the gap (signals
+that come meanwhile are served by that one dump: it covers them all). A
+dump that cannot be written says so in one line on stderr.
 
 Steps are the same markers the step series uses (Keras batches,
 Trace(step_num=...), tfdarshan.step). Step ends close an interval when the
@@ -29,6 +33,7 @@ import pathlib
 import queue
 import signal
 import statistics
+import sys
 import threading
 import time
 from typing import Deque, Dict, List, Optional
@@ -47,6 +52,10 @@ SLOW_STEP, SIGNAL, ON_DEMAND = "slow step", "signal", "on demand"
 SOURCE = "flight recorder"
 MEDIAN_OF = 200            # the running median is over this many recent steps
 POLL = 0.25                # how often the writer looks for a signal that came in
+# between two operator dumps: a dump cuts the ring and writes a log and two
+# tables (0.1-0.5 s of one core), so a signal storm costs at most about half
+# a core; dumps closer than this would cover nearly the same seconds
+OPERATOR_GAP = 1.0
 
 
 class FlightRecorder:
@@ -74,7 +83,10 @@ class FlightRecorder:
         self._auto_dumps = 0
         self._lock = threading.Lock()
         self._requests: "queue.Queue" = queue.Queue()
-        self._signal_at: Optional[int] = None
+        self._signals = 0               # SIGUSR2s received (written by the handler only)
+        self._signals_served = 0        # ... of them covered by a dump (the writer only)
+        self._operator_lock = threading.Lock()
+        self._last_operator_at: Optional[float] = None
         self._previous_handler = None
         self._stopping = threading.Event()
         self._writer: Optional[threading.Thread] = None
@@ -145,8 +157,9 @@ class FlightRecorder:
     # ------------------------------------------------------------ triggers
     def _on_sigusr2(self, signum, frame) -> None:
         # no locks here: the handler runs between bytecodes of whatever the
-        # main thread was doing, possibly inside this module; the writer polls
-        self._signal_at = _native.now_ticks()
+        # main thread was doing, possibly inside this module; the writer polls.
+        # A nested signal may lose one count here, never the request
+        self._signals += 1
         prev = self._previous_handler
         if callable(prev):
             prev(signum, frame)
@@ -173,11 +186,31 @@ class FlightRecorder:
         self._requests.put((kind, reason, start, end, step))
 
     def dump(self, reason: str = "asked from Python") -> Optional[pathlib.Path]:
-        """Write the last `seconds` now (not rate-limited); the session directory."""
-        with RECORDER._lock:
-            RECORDER.collect()
-            end = self.ring._last_end
-        return self._write(ON_DEMAND, reason, None, end, None)
+        """Write the last `seconds` now (within OPERATOR_GAP of the previous
+        operator dump: once the gap has passed); the session directory."""
+        return self._write(ON_DEMAND, reason, None, self._operator_cut(), None)
+
+    def _operator_cut(self) -> int:
+        """Wait out the operator gap, then close an interval: the dump's end."""
+        with self._operator_lock:
+            if self._last_operator_at is not None:
+                wait = OPERATOR_GAP - (time.monotonic() - self._last_operator_at)
+                if wait > 0:
+                    time.sleep(wait)
+            with RECORDER._lock:
+                RECORDER.collect()
+                end = self.ring._last_end
+            self._last_operator_at = time.monotonic()
+            return end
+
+    def _serve_signals(self) -> None:
+        seen = self._signals
+        if seen == self._signals_served:
+            return
+        end = self._operator_cut()       # covers every signal counted in `seen`
+        merged, self._signals_served = seen - self._signals_served, seen
+        reason = f"SIGUSR2 received by pid {os.getpid()}" + (f" ({merged} signals, one dump)" if merged > 1 else "")
+        self._safely(SIGNAL, reason, None, end, None)
 
     def _write_loop(self) -> None:
         while True:
@@ -185,23 +218,18 @@ class FlightRecorder:
                 req = self._requests.get(timeout=POLL)
             except queue.Empty:
                 req = ()
-            if self._signal_at is not None:
-                self._signal_at = None
-                if self._allowed(SIGNAL):
-                    with RECORDER._lock:
-                        RECORDER.collect()
-                        end = self.ring._last_end
-                    self._safely(SIGNAL, f"SIGUSR2 received by pid {os.getpid()}", None, end, None)
+            self._serve_signals()
             if req is None:
                 return
             if req:
                 self._safely(*req)
 
-    def _safely(self, *req) -> None:
+    def _safely(self, kind: str, *req) -> None:
         try:
-            self._write(*req)
+            self._write(kind, *req)
         except Exception as e:          # noqa: BLE001 - the job goes on without its dump
-            log.warning("tfdarshan: the flight recorder could not write a dump: %s", e)
+            print(f"tfdarshan: the flight recorder could not write a dump ({kind}): "
+                  f"{str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
 
     # -------------------------------------------------------------- dumps
     def _write(self, kind: str, reason: str, start: Optional[int], end: int,
