@@ -32,7 +32,17 @@ def rank_of(stem: str, fallback: int) -> int:
 
 
 def reduce_log(log: str, rank: int) -> Dict[str, pd.DataFrame]:
-    """{"files", "ranks", "steps", "mounts"} rows of one log."""
+    """{"files", "ranks", "steps", "mounts"} rows of one log; no rows at all
+    for a log (or step series) that cannot be read: analyze() names it."""
+    from tfdarshan.errors import TfdarshanError
+    try:
+        return _reduce(log, rank)
+    except (TfdarshanError, OSError):
+        return {name: empty(schema) for name, schema in (("files", FILE_ROWS), ("ranks", RANK_ROWS),
+                                                         ("steps", STEP_ROWS), ("mounts", MOUNT_ROWS))}
+
+
+def _reduce(log: str, rank: int) -> Dict[str, pd.DataFrame]:
     from tfdarshan.capture import mounts as M
     from tfdarshan.logs.darshan_log import read_darshan_log
     snap = read_darshan_log(log)

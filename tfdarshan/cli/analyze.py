@@ -23,6 +23,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     import pathlib
     from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
+    from tfdarshan.logs import skipping
     from tfdarshan.logs.logdir import pick_session
     src = pathlib.Path(args.source)
     if not src.is_dir():
@@ -32,9 +33,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         session_dir = pick_session(src, args.session)[0].directory
     r = analyze(session_dir, scheduler=args.scheduler)
+    if r["skipped"]:
+        print(f"tfdarshan analyze: {skipping.warning_line(r['skipped'])}", file=sys.stderr)
     ranks = read_table(session_dir, "ranks").sort_values("input_wait", ascending=False, na_position="last")
     files = read_table(session_dir, "files")
-    print(f"analyzed {r['ranks']} logs in {session_dir} ({r['where']}): {len(files)} files; tables in "
+    left_out = f", {len(r['skipped'])} unreadable skipped" if r["skipped"] else ""
+    print(f"analyzed {r['ranks']} logs{left_out} in {session_dir} ({r['where']}): {len(files)} files; tables in "
           f"{session_dir / 'analysis'}")
     waits = ranks.dropna(subset=["input_wait"])
     if len(waits):
