@@ -23,7 +23,7 @@ import pandas as pd
 
 from tfdarshan.analysis import tables
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logs import skipping
+from tfdarshan.logs import live_log, skipping
 from tfdarshan.analysis.engine import engine
 
 TABLES = ("files", "ranks", "steps", "mounts", "rank_mounts")
@@ -38,11 +38,14 @@ def rank_logs(session_dir: pathlib.Path) -> List[pathlib.Path]:
 
 def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathlib.Path] = None) -> Dict:
     """Write the tables; returns {"where": engine, "ranks": logs analysed,
-    "skipped": [{"log", "reason"}] of unreadable logs left out, "tables":
-    {name: path}}. TfdarshanError when no log is readable."""
+    "skipped": [{"log", "reason"}] of unreadable logs left out, "recovered":
+    live logs of killed processes turned into partial logs first
+    (logs/live_log.recover), "tables": {name: path}}. TfdarshanError when
+    no log is readable."""
     import dask
     import dask.dataframe as dd
     session_dir = pathlib.Path(session_dir)
+    recovered = live_log.recover(session_dir)       # processes killed before writing their logs
     logs = rank_logs(session_dir)
     if not logs:
         raise ValueError(f"{session_dir}: no Darshan logs to analyze")
@@ -76,7 +79,8 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
         (tmp / SKIPPED).write_text(json.dumps(skipped))
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)                     # a reader never sees half the tables
-    return {"where": where, "ranks": len(logs) - len(skipped), "skipped": skipped, "tables": written}
+    return {"where": where, "ranks": len(logs) - len(skipped), "skipped": skipped, "recovered": recovered,
+            "tables": written}
 
 
 def _why_unreadable(log: pathlib.Path) -> str:

@@ -21,10 +21,14 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfdarshan.logs import joblog, skipping
+    from tfdarshan.logs import joblog, live_log, skipping
+    from tfdarshan.logs.darshan_log import read_job_record
     d = pathlib.Path(args.session)
     if not d.is_dir():
         raise TfdarshanError(f"{d}: not a directory")
+    recovered = live_log.summary_line(live_log.recover(d))      # ranks killed before writing their logs
+    if recovered:
+        print(f"tfdarshan joblog: {recovered}", file=sys.stderr)
     logs = {int(m.group(1)): p for p in sorted(d.glob("*.rank*.darshan"))
             if (m := re.fullmatch(r".*\.rank(\d+)\.darshan", p.name)) and not joblog.is_job_log(p.name)}
     if not logs:
@@ -42,9 +46,13 @@ def run(args: argparse.Namespace) -> int:
     if skipped_logs:
         print(f"tfdarshan joblog: {skipping.warning_line(skipped_logs, 'rank log')}", file=sys.stderr)
     skipped = len(skipped_logs)
+    info = read_job_record(written)["metadata"]
     missing = sorted(set(range(size)) - set(logs))
     notes = [f"no log from rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing[:10]))}"
              f"{' ...' if len(missing) > 10 else ''}"] if missing else []
+    partial = [r for r in info.get("partial_ranks", "").split(",") if r]
+    if partial:
+        notes.append(f"partial: rank{'s' if len(partial) > 1 else ''} {', '.join(partial)} {live_log.WHY}")
     if skipped:
         notes.append(f"{skipped} unreadable rank log{'s' if skipped > 1 else ''} skipped: {skipping.names(skipped_logs)}")
     print(f"wrote {written}: {len(logs) - skipped} of {size} ranks" + (f" ({'; '.join(notes)})" if notes else ""))

@@ -125,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
             raise TfdarshanError(f"{script}: no such script")
         target, argv = str(script), [str(script)] + args.args
     run = prepared_run(args, steps, flight)
+    sys.argv = argv                 # before start: the live log names the program as the log will
     run.start()
-    sys.argv = argv
     code = 0
     try:
         if args.module:

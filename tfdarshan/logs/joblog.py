@@ -16,7 +16,7 @@ import pandas as pd
 
 from tfdarshan.capture import counters as C
 from tfdarshan.errors import DarshanLogError
-from tfdarshan.logs import skipping
+from tfdarshan.logs import live_log, skipping
 from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.reduction import reduce_job
 from tfdarshan.capture.snapshot import Snapshot, combine, empty_dxt, empty_extra, empty_values
@@ -101,6 +101,9 @@ def write_job_log(run_dir: pathlib.Path, logs: Dict[int, pathlib.Path], job: str
                 "hosts": ",".join(sorted({str(s.meta.get("hostname", "")) for s in snaps.values()}))}
     if skipped:
         metadata.update(skipped=str(len(skipped)), skipped_logs=skipping.names(skipped))
+    partial = [str(r) for r in ranks if live_log.is_partial(snaps[r].meta)]
+    if partial:
+        metadata["partial_ranks"] = ",".join(partial)
     return write_darshan_log(job_snap, run_dir / job_log_name(job), exe=first.get("exe"),
                              jobid=int(jobid) if jobid is not None else None, metadata=metadata,
                              heatmap=False, nprocs=nprocs or len(ranks))

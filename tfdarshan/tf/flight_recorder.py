@@ -40,7 +40,7 @@ from typing import Deque, Dict, List, Optional
 
 import numpy as np
 
-from tfdarshan.capture import _native
+from tfdarshan.capture import _native, live
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.ring import DEFAULT_INTERVAL, DEFAULT_MEMORY, Ring
 from tfdarshan.logs.logdir import session_root
@@ -90,11 +90,16 @@ class FlightRecorder:
         self._previous_handler = None
         self._stopping = threading.Event()
         self._writer: Optional[threading.Thread] = None
+        self._live = None               # this recorder's live log, when it started one
 
     # ------------------------------------------------------------ running
     def start(self) -> "FlightRecorder":
         self.ring.start()
         self._hz = RECORDER.clock.ticks_per_second
+        if live.current() is None:      # (`tfdarshan run` keeps one in its own run directory)
+            self._live_dir = session_root(self.logdir, beside_xprof=False) / \
+                f"{session_mod.run_directory_name()}_flight_{os.getpid()}"
+            self._live = session_mod.start_live_log(self._live_dir, SOURCE)
         S.observers.append(self._on_step)
         if self.on_signal and threading.current_thread() is threading.main_thread():
             previous = signal.getsignal(signal.SIGUSR2)
@@ -120,6 +125,13 @@ class FlightRecorder:
             self._writer.join(timeout)
         self._stopping.set()
         self.ring.stop()
+        if self._live is not None:
+            live.stop(self._live)
+            self._live = None
+            try:
+                self._live_dir.rmdir()
+            except OSError:
+                pass
 
     def stats(self) -> dict:
         return {**self.ring.stats(), "dumps": [str(d) for d in self.dumps],

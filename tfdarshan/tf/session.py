@@ -23,12 +23,12 @@ from typing import Dict, Optional
 
 import pandas as pd
 
-from tfdarshan.capture import _native, config, mounts as M, ranks
+from tfdarshan.capture import _native, config, live, mounts as M, ranks
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import destination, series
-from tfdarshan.logs.darshan_log import write_darshan_log
+from tfdarshan.logs.darshan_log import job_id_from_environment, write_darshan_log
 from tfdarshan.tf import xplane
 from tfdarshan.tf.steps import StepSeries
 
@@ -195,6 +195,20 @@ class ProfileSession:
                 except Exception as e:   # the profile itself must survive our failure
                     log.warning("tfdarshan: could not add I/O to %s: %s", xp, e)
         return out
+
+
+def start_live_log(run_dir: pathlib.Path, source: str):
+    """This process's live log (capture/live.py) in run_dir, named as its
+    log will be, with what a log of it needs (rank, job, program); None when
+    one runs already or it cannot be made."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    meta = {"source": source}
+    rank = None if os.environ.get("TFDARSHAN_CHILD") else ranks.detect()
+    if rank:
+        meta.update(rank=str(rank.rank), world_size=str(rank.size), job=rank.job, launcher=rank.launcher)
+    identity = {"metadata": meta, "jobid": job_id_from_environment(), "exe": " ".join(sys.argv) or sys.executable,
+                "mounts": [[m.point, m.fstype] for m in M.current()]}
+    return live.start(run_dir / f"{output_stem(run_dir)}{live.SUFFIX}", identity)
 
 
 OUTPUT_SUFFIXES = (".darshan", ".steps.parquet", ".step_files.parquet", ".coverage.json")
