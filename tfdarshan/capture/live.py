@@ -58,6 +58,7 @@ A_SEQ, A_RECORDS, A_HEAP_USED, A_TICKS, A_WALL, A_FOLDED, A_DROPPED, A_THREADS =
 ROW_FIELDS = list(_native.ROW_FIELDS) + [f"EXT_{f}" for f in EXT_FIELDS]
 SUFFIX = ".live"                 # <stem>.live beside where <stem>.darshan will go
 FIRST_CAPACITY = 256
+SMALL = 24                       # frequency rows a refresh writes one by one
 
 
 def _layout(capacity: int, heap: int) -> Dict[str, int]:
@@ -265,6 +266,16 @@ def views_of(buf, words: np.ndarray) -> Dict:
 def _put_values(values: np.ndarray, rows: np.ndarray) -> None:
     """Each changed record's whole frequency tables (rows of index, kind,
     value, count) into its fixed slots: kind k's entries from k * VALUES_MAX."""
+    if len(rows) <= SMALL:             # a few changed tables: plain Python beats a dozen numpy calls
+        filled: Dict[tuple, int] = {}
+        for index, kind, value, count in rows.tolist():
+            if (index, 0) not in filled and (index, 1) not in filled:
+                values[index] = 0
+            at = filled.get((index, kind), 0)
+            if at < VALUES_MAX:
+                values[index, kind * VALUES_MAX + at] = (value, count)
+            filled[(index, kind)] = at + 1
+        return
     key = rows[:, 0] * 2 + rows[:, 1]
     if (key[1:] < key[:-1]).any():         # the shim gives each table in one run; sort only if not
         order = np.argsort(key, kind="stable")
