@@ -387,29 +387,6 @@ def owner_alive(path) -> bool:
         os.close(fd)
 
 
-def to_snapshot(state: LiveState):
-    """The Snapshot of a live file's last refresh, as the process would have
-    built it then (Darshan's counters from the same rows)."""
-    clock = _native.Clock(*[state.identity["clock"][k] for k in ("origin_ticks", "ticks_per_second",
-                                                                   "origin_unix_time", "uses_tsc")])
-    names = state.identity["row_fields"]
-    col = {f: i for i, f in enumerate(names)}
-    pick = lambda fields: np.column_stack([state.rows[:, col[f]] if f in col else np.zeros(len(state.rows), np.int64)
-                                           for f in fields]) if len(state.rows) else np.zeros((0, len(fields)), np.int64)
-    cum = pick(_native.ROW_FIELDS)
-    ext = pick([f"EXT_{f}" for f in EXT_FIELDS])
-    n = int(state.index.max()) + 1 if len(state.index) else 0
-    ids, paths, modules = np.zeros(n, np.uint64), np.full(n, None, dtype=object), np.zeros(n, np.int64)
-    ids[state.index], modules[state.index] = state.ids, state.modules
-    paths[state.index] = state.paths
-    rec = Recorder.offline(ids, paths, modules, clock, state.counts)
-    end = float(clock.seconds(np.array([state.refresh_ticks]))[0])
-    import tfdarshan.capture.heatmap as H
-    meta = {"end": end, "hostname": state.identity.get("host"), "pid": state.identity.get("pid"),
-            "mounts": state.identity.get("mounts") or [], "record_cap": state.identity.get("record_cap")}
-    return rec.snapshot_of(state.index, cum, ext, state.values, meta, H.empty())
-
-
 # ------------------------------------------------------- the process's one
 _current: Optional[LiveFile] = None
 _current_lock = threading.Lock()

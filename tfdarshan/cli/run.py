@@ -10,7 +10,14 @@ written at the end: the last DURATION of I/O is kept in memory and written
 as a session when a step is slow, on SIGUSR2, or when the script calls
 tfdarshan.flight_recorder().dump(). With --children, Python processes it starts
 (subprocess, multiprocessing spawn) attach too and write <host>_<pid> files
-into the same directory; forked children always count on their own."""
+into the same directory; forked children always count on their own.
+
+A log directory that cannot take a probe file is refused before the script
+starts (exit 2). Logs that cannot be written there at the end go to a
+fallback directory ($TFDARSHAN_FALLBACK_DIR, else ~/.cache/tfdarshan/unsaved,
+else $TMPDIR), named on stderr; the exit status is the script's own. While
+it runs, each process keeps <stem>.live in the session directory: if it is
+killed, `tfdarshan joblog` or `analyze` turns that into a partial log."""
 from __future__ import annotations
 
 import argparse
@@ -38,7 +45,8 @@ def add_parser(sub) -> None:
     fr.add_argument("--slow-factor", type=float, default=3.0,
                     help="a step is slow above this many times the running median (default 3, after 20 steps)")
     fr.add_argument("--dump-gap", metavar="DURATION", type=duration_arg, default=300.0,
-                    help="at most one automatic dump per DURATION (default 300s)")
+                    help="at most one automatic (slow-step) dump per DURATION (default 300s); "
+                         "SIGUSR2 and dump() have their own 1 s gap")
     fr.add_argument("--max-dumps", type=int, default=10, help="automatic dumps in all (default 10)")
     fr.add_argument("--ring-memory", metavar="SIZE", default="64MiB",
                     help="memory for the recorded seconds (default 64MiB)")

@@ -10,7 +10,10 @@ import datetime
 import pathlib
 from typing import Dict, List
 
-from tfdarshan.capture import live
+import numpy as np
+
+from tfdarshan.capture import _native, heatmap as H, live
+from tfdarshan.capture.recorder import EXT_FIELDS, Recorder
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs.darshan_log import write_darshan_log
 
@@ -47,12 +50,34 @@ def recover(session_dir) -> Dict[str, List]:
 def convert(path: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
     """One live log as a Darshan log marked partial."""
     state = live.read(path)
-    snap = live.to_snapshot(state)
+    snap = to_snapshot(state)
     ident = state.identity
     when = datetime.datetime.fromtimestamp(state.refresh_wall).isoformat(timespec="seconds")
     meta = dict(ident.get("metadata") or {}, **{PARTIAL: WHY, "last_collect": when,
                                                 "pid": str(ident.get("pid", ""))})
     return write_darshan_log(snap, target, exe=ident.get("exe"), jobid=ident.get("jobid"), metadata=meta)
+
+
+def to_snapshot(state: live.LiveState):
+    """The Snapshot of a live file's last refresh, as the process would have
+    built it then (Darshan's counters from the same rows)."""
+    clock = _native.Clock(*[state.identity["clock"][k] for k in ("origin_ticks", "ticks_per_second",
+                                                                   "origin_unix_time", "uses_tsc")])
+    names = state.identity["row_fields"]
+    col = {f: i for i, f in enumerate(names)}
+    pick = lambda fields: np.column_stack([state.rows[:, col[f]] if f in col else np.zeros(len(state.rows), np.int64)
+                                           for f in fields]) if len(state.rows) else np.zeros((0, len(fields)), np.int64)
+    cum = pick(_native.ROW_FIELDS)
+    ext = pick([f"EXT_{f}" for f in EXT_FIELDS])
+    n = int(state.index.max()) + 1 if len(state.index) else 0
+    ids, paths, modules = np.zeros(n, np.uint64), np.full(n, None, dtype=object), np.zeros(n, np.int64)
+    ids[state.index], modules[state.index] = state.ids, state.modules
+    paths[state.index] = state.paths
+    rec = Recorder.offline(ids, paths, modules, clock, state.counts)
+    end = float(clock.seconds(np.array([state.refresh_ticks]))[0])
+    meta = {"end": end, "hostname": state.identity.get("host"), "pid": state.identity.get("pid"),
+            "mounts": state.identity.get("mounts") or [], "record_cap": state.identity.get("record_cap")}
+    return rec.snapshot_of(state.index, cum, ext, state.values, meta, H.empty())
 
 
 def summary_line(recovered: Dict[str, List]) -> str:
