@@ -122,3 +122,15 @@ def test_a_killed_flight_recorder_run_is_analysed_as_partial(tmp_path):
     assert list(ranks["partial"]) == [True] and ranks["bytes_read"].iat[0] >= sum(SIZES)
     files = read_table(left.parent, "files").set_index("path")
     assert np.array_equal(files.loc[[str(mine / f"part{i}.bin") for i in range(len(SIZES))], "bytes_read"], SIZES)
+
+
+@pytest.mark.parametrize("args", [[], ["--steps", "5:6"], ["--flight-recorder", "30s"]])
+def test_a_process_that_ends_normally_leaves_no_live_log(tmp_path, args):
+    # whole run, a --steps window never reached, the flight recorder (no log at exit)
+    logdir = tmp_path / "logs"
+    proc = start(tmp_path, ["--logdir", str(logdir), *args], data_for(tmp_path, "normal"), wait=False)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err[-3000:]
+    assert not list(logdir.rglob("*" + live.SUFFIX)) and not list(logdir.rglob(".*.new"))
+    logs = list(logdir.rglob("*.darshan"))
+    assert len(logs) == (1 if not args else 0), logs

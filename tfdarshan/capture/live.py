@@ -25,7 +25,8 @@ refresh writes the records touched since that area was last written (this
 interval's and the previous one's): its cost follows what changed.
 
 A process's fcntl lock on the file says it is alive; the kernel drops it
-when the process dies, however it dies."""
+when the process dies, however it dies (seen from another node, whose view
+of locks may be its own, a refresh in the last STALE seconds says so too)."""
 from __future__ import annotations
 
 import dataclasses
@@ -59,6 +60,7 @@ ROW_FIELDS = list(_native.ROW_FIELDS) + [f"EXT_{f}" for f in EXT_FIELDS]
 SUFFIX = ".live"                 # <stem>.live beside where <stem>.darshan will go
 FIRST_CAPACITY = 256
 SMALL = 24                       # frequency rows a refresh writes one by one
+STALE = 60.0                     # seconds without a refresh after which another node's writer is gone
 
 
 def _layout(capacity: int, heap: int) -> Dict[str, int]:
@@ -351,6 +353,13 @@ def read(path, retries: int = 20) -> LiveState:
     raise LiveFileError(f"{path}: its writer kept refreshing while it was read")
 
 
+def _refreshed_at(head: bytes) -> float:
+    """Wall time of the committed refresh named in a header page."""
+    words = np.frombuffer(head, dtype=np.int64)
+    seq = int(words[H_COMMIT])
+    return float(words[AREA_INFO_AT + (seq % 2) * AREA_INFO_WORDS + A_WALL].view(np.float64)) if seq else 0.0
+
+
 def owner_alive(path) -> bool:
     """Whether the process that writes the file still runs: it holds a lock
     on the file until it dies (where locks do not work: its pid, on its host)."""
@@ -370,7 +379,9 @@ def owner_alive(path) -> bool:
             return True                 # our own: a lock test would drop our lock
         try:
             fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False
+            # from another node, a lock may be node-local: a refresh within
+            # STALE seconds (the 10 s ticker refreshes) says it still runs
+            return not here and time.time() - _refreshed_at(head) < STALE
         except (BlockingIOError, PermissionError):
             return True
         except OSError:

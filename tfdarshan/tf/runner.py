@@ -119,8 +119,8 @@ class WholeRun:
                 self._write_child()       # a forked child: its own records since the fork
             elif self.session is not None and not self.session.closed:
                 self._write()       # not again when --steps B already wrote it
-            elif self.flight is not None:
-                self._end_live()
+            else:
+                self._end_live()    # nothing (more) to write: --steps, the flight recorder
         except Exception as e:   # noqa: BLE001 - exit paths must not raise
             # the live log stays: `tfdarshan joblog` / `analyze` turn it into a partial log
             print(f"tfdarshan: could not write the run's logs: {e}", file=sys.stderr)
