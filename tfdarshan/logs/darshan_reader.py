@@ -2,7 +2,6 @@
 a fast decoder, others through PyDarshan."""
 from __future__ import annotations
 
-import os
 import pathlib
 import struct
 from typing import Dict
@@ -197,12 +196,10 @@ def _parse_job(job: bytes):
 def _snapshot_from_regions(path, info) -> Snapshot:
     uid, s_sec, s_nsec, e_sec, e_nsec, nprocs, jobid, _ = JOB.unpack_from(info["job"], 0)
     exe, job_meta, mounts = _parse_job(info["job"])
-    names: Dict[int, str] = {}
-    raw, pos = info["names"], 0
-    while pos < len(raw):
-        end = raw.find(b"\0", pos + 8)
-        names[struct.unpack_from("<Q", raw, pos)[0]] = os.fsdecode(raw[pos + 8:end])
-        pos = end + 1
+    ids, paths = info["names"]
+    # a damaged log may name an id twice: the last name wins
+    names = pd.Series(paths, index=ids, dtype=object)
+    names = names[~names.index.duplicated(keep="last")]
     frames = {}
     for module in ("POSIX", "STDIO"):
         buf = info["modules"].get(module, b"")
@@ -210,8 +207,9 @@ def _snapshot_from_regions(path, info) -> Snapshot:
         rec = np.frombuffer(buf, dtype=[("id", "<u8"), ("rank", "<i8"), ("c", "<i8", (len(ints),)),
                                         ("f", "<f8", (len(floats),))])
         df = pd.DataFrame(np.asarray(rec["c"]), columns=list(ints))
+        path = names.reindex(rec["id"].astype(np.uint64)).fillna("").to_numpy(dtype=object)
         df = pd.concat([pd.DataFrame({"record_id": rec["id"].astype(np.uint64),
-                                      "path": pd.Series([names.get(int(i), "") for i in rec["id"]], dtype=object)}),
+                                      "path": pd.Series(path, dtype=object)}),
                         df, pd.DataFrame(np.asarray(rec["f"]), columns=list(floats))], axis=1)
         if df["record_id"].duplicated().any():      # per-rank records of an MPI job's log
             df = merge_records(df, module)
@@ -252,7 +250,7 @@ def _decode_dxt(buf: bytes) -> pd.DataFrame:
     return out.sort_values("start", kind="stable").reset_index(drop=True)
 
 
-def _decode_heat(buf: bytes, names: Dict[int, str]) -> pd.DataFrame:
+def _decode_heat(buf: bytes, names: pd.Series) -> pd.DataFrame:
     rows, pos = [], 0
     kinds = {("POSIX", "read"): 0, ("POSIX", "write"): 1, ("STDIO", "read"): 2, ("STDIO", "write"): 3}
     while pos < len(buf):
