@@ -58,7 +58,7 @@ AREA_INFO_AT, AREA_INFO_WORDS = 32, 8
 A_SEQ, A_RECORDS, A_HEAP_USED, A_TICKS, A_WALL, A_FOLDED, A_DROPPED, A_THREADS = range(AREA_INFO_WORDS)
 ROW_FIELDS = list(_native.ROW_FIELDS) + [f"EXT_{f}" for f in EXT_FIELDS]
 SUFFIX = ".live"                 # <stem>.live beside where <stem>.darshan will go
-FIRST_CAPACITY = 256
+FIRST_CAPACITY = 64               # records: about 220 KB; the file doubles as files come
 SMALL = 24                       # frequency rows a refresh writes one by one
 STALE = 60.0                     # seconds without a refresh after which another node's writer is gone
 
