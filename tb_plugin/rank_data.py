@@ -10,7 +10,7 @@ from typing import List, Tuple
 
 import pandas as pd
 
-from tfdarshan.analysis.analyze import ensure_tables
+from tfdarshan.analysis.analyze import ensure_tables, skipped_logs
 from tfdarshan.capture import mounts as M
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan.logs.logdir import Session
@@ -43,8 +43,10 @@ class RankSessionData:
         where = tables_dir(session)
         files, self.ranks, self.steps, self.mounts_table = (
             pd.read_parquet(where / t) for t in ("files", "ranks", "steps", "mounts"))
-        # one rank's mount table names the tiers (a job's ranks see the same mounts)
-        first = session.directory / f"{session.hosts[0]}.darshan"
+        # the logs the tables left out as unreadable ({"log", "reason"})
+        self.skipped_logs = skipped_logs(session.directory)
+        # one rank's mount table names the tiers (a job's ranks see the same mounts): a readable one's
+        first = session.directory / f"{self.ranks['log'].iat[0] if len(self.ranks) else session.hosts[0]}.darshan"
         record = read_job_record(first)
         self.mounts = [M.Mount(p, t) for p, t in record["mounts"]] or M.current()
         self.files = files.assign(tier=tier_names(tiers_of(files["path"], self.mounts)), total_time=files["io_time"],

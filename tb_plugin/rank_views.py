@@ -49,6 +49,7 @@ def summary(d: RankSessionData) -> Dict:
            "folded_files": 0, "trace_dropped": 0}
     out = {k: views._clean(v) for k, v in out.items()}
     out["origin"] = views.origin(d.job_metadata)
+    out["skipped_logs"] = d.skipped_logs
     return out
 
 

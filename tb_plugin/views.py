@@ -44,7 +44,7 @@ class SessionData:
     def __init__(self, session: Session, host: Optional[str]):
         hosts = [host] if host else list(session.hosts)
         self.snapshot: Snapshot = load_snapshot(session, host)
-        self.steps, self.step_files = load_steps(session, host)
+        self.steps, self.step_files = load_steps(session, host, self.snapshot.meta.get("skipped_logs") or ())
         self.session = session
         stored = self.snapshot.meta.get("mounts") or []
         self.mounts = [M.Mount(p, t) for p, t in stored] or M.current()
@@ -204,6 +204,7 @@ def summary(d: SessionData) -> Dict:
         out["input_share"] = float(per_step["file_io"].sum()) / span if span > 0 else None
     out = {k: _clean(v) for k, v in out.items()}
     out["origin"] = origin(snap.meta.get("job_metadata") or {})
+    out["skipped_logs"] = list(snap.meta.get("skipped_logs") or [])
     if d.coverage:
         out["coverage"] = d.coverage
     return out

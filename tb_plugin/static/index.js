@@ -111,7 +111,7 @@ async function draw(body, ranked) {
     get('advice'), ...(ranked ? [get('rank_heatmap'), get('rank_wait')] : [])]);
   if (mine !== drawing) return;
   window.__tfdTimings.data = performance.now();
-  body.replaceChildren(originNote(summary.origin), verdictLine(verdict), cards(summary),
+  body.replaceChildren(originNote(summary.origin), skippedNote(summary.skipped_logs), verdictLine(verdict), cards(summary),
       coverageNote(summary.coverage), adviceSection(advice));
   const figs = [verdictFigure(verdict), ...figures(steps, hist, mounts, timeline)].filter(Boolean);
   // every cell first, then the plots: a plot drawn into a grid still filling up
@@ -160,6 +160,15 @@ function originNote(origin) {
   if (!origin) return '';
   return el('div', {id: 'tfd-origin', class: 'note'}, el('b', {}, `Why this session exists (flight recorder, `
       + `${origin.trigger || 'no trigger recorded'}): `), origin.reason || 'no reason recorded.');
+}
+
+// Logs of the session that could not be read: the figures are the others'.
+function skippedNote(skipped) {
+  if (!skipped || !skipped.length) return '';
+  const n = skipped.length;
+  return el('div', {id: 'tfd-skipped', class: 'note'},
+      `${n} ${n === 1 ? 'log was' : 'logs were'} skipped as unreadable; these figures are the other logs':`,
+      el('ul', {}, ...skipped.map((s) => el('li', {}, `${s.log}: ${s.reason}`))));
 }
 
 function cards(s) {

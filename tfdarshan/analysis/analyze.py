@@ -8,11 +8,13 @@ Parquet tables in <session>/analysis/:
     mounts/  per mount: totals over ranks
     rank_mounts/  per rank and mount: files, bytes, I/O time, opens (which
              tier each rank reads from, and how hard it opens files there)
+    skipped.json  the logs left out because they could not be read, and why
 
 Each log is read by one task (tables.reduce_log); the per-file figures are
 then combined by a Dask groupby, so no process holds every rank's records."""
 from __future__ import annotations
 
+import json
 import pathlib
 import shutil
 from typing import Dict, List, Optional
@@ -20,9 +22,12 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from tfdarshan.analysis import tables
+from tfdarshan.errors import TfdarshanError
+from tfdarshan.logs import live_log, skipping
 from tfdarshan.analysis.engine import engine
 
 TABLES = ("files", "ranks", "steps", "mounts", "rank_mounts")
+SKIPPED = "skipped.json"        # the logs left out as unreadable, and why
 
 
 def rank_logs(session_dir: pathlib.Path) -> List[pathlib.Path]:
@@ -32,10 +37,15 @@ def rank_logs(session_dir: pathlib.Path) -> List[pathlib.Path]:
 
 
 def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathlib.Path] = None) -> Dict:
-    """Write the tables; returns {"where": engine, "ranks": n, "tables": {name: path}}."""
+    """Write the tables; returns {"where": engine, "ranks": logs analysed,
+    "skipped": [{"log", "reason"}] of unreadable logs left out, "recovered":
+    live logs of killed processes turned into partial logs first
+    (logs/live_log.recover), "tables": {name: path}}. TfdarshanError when
+    no log is readable."""
     import dask
     import dask.dataframe as dd
     session_dir = pathlib.Path(session_dir)
+    recovered = live_log.recover(session_dir)       # processes killed before writing their logs
     logs = rank_logs(session_dir)
     if not logs:
         raise ValueError(f"{session_dir}: no Darshan logs to analyze")
@@ -60,9 +70,34 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
                             ("mounts", per_mount), ("rank_mounts", frames["mounts"])):
             frame.to_parquet(tmp / name, write_index=False)
             written[name] = out / name
+        analyzed = set(pd.read_parquet(tmp / "ranks", columns=["log"])["log"])
+        skipped = [{"log": p.name, "reason": _why_unreadable(p)} for p in logs
+                   if p.name[: -len(".darshan")] not in analyzed]
+        if len(skipped) == len(logs):
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise TfdarshanError(f"{session_dir}: no readable log; {skipping.warning_line(skipped)}")
+        (tmp / SKIPPED).write_text(json.dumps(skipped))
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)                     # a reader never sees half the tables
-    return {"where": where, "ranks": len(logs), "tables": written}
+    return {"where": where, "ranks": len(logs) - len(skipped), "skipped": skipped, "recovered": recovered,
+            "tables": written}
+
+
+def _why_unreadable(log: pathlib.Path) -> str:
+    """What reduce_log met in a log it left out (read again: they are few)."""
+    try:
+        tables._reduce(str(log), 0)
+    except (TfdarshanError, OSError) as e:
+        return skipping.reason_of(log, e)
+    return "unreadable while analysing"
+
+
+def skipped_logs(session_dir) -> List[Dict[str, str]]:
+    """The logs the session's analysis left out ({"log", "reason"})."""
+    try:
+        return json.loads((pathlib.Path(session_dir) / "analysis" / SKIPPED).read_text())
+    except (OSError, ValueError):
+        return []
 
 
 def _per_file(files, logs: int):
@@ -94,7 +129,7 @@ def ensure_tables(session_dir, *, scheduler: Optional[str] = None) -> pathlib.Pa
     d = pathlib.Path(session_dir) / "analysis"
     newest = max((p.stat().st_mtime for p in rank_logs(session_dir)), default=0.0)
     try:
-        fresh = all((d / n).exists() for n in TABLES) and d.stat().st_mtime >= newest
+        fresh = all((d / n).exists() for n in (*TABLES, SKIPPED)) and d.stat().st_mtime >= newest
     except OSError:
         fresh = False
     if not fresh:

@@ -14,7 +14,7 @@ FILE_ROWS = {"path": "object", "rank": "int64", "bytes_read": "int64", "bytes_wr
              "io_time": "float64", "opens": "int64"}
 RANK_ROWS = {"rank": "int64", "log": "object", "host": "object", "files": "int64", "bytes_read": "int64",
              "bytes_written": "int64", "io_time": "float64", "step_time": "float64", "input_wait": "float64",
-             "opens": "int64", "duration": "float64"}
+             "opens": "int64", "duration": "float64", "partial": "bool"}
 STEP_ROWS = {"step": "int64", "rank": "int64", "bytes_read": "int64", "io_time": "float64",
              "input_wait": "float64", "duration": "float64"}
 MOUNT_ROWS = {"mount": "object", "fstype": "object", "rank": "int64", "files": "int64", "bytes_read": "int64",
@@ -32,9 +32,20 @@ def rank_of(stem: str, fallback: int) -> int:
 
 
 def reduce_log(log: str, rank: int) -> Dict[str, pd.DataFrame]:
-    """{"files", "ranks", "steps", "mounts"} rows of one log."""
+    """{"files", "ranks", "steps", "mounts"} rows of one log; no rows at all
+    for a log (or step series) that cannot be read: analyze() names it."""
+    from tfdarshan.errors import TfdarshanError
+    try:
+        return _reduce(log, rank)
+    except (TfdarshanError, OSError):
+        return {name: empty(schema) for name, schema in (("files", FILE_ROWS), ("ranks", RANK_ROWS),
+                                                         ("steps", STEP_ROWS), ("mounts", MOUNT_ROWS))}
+
+
+def _reduce(log: str, rank: int) -> Dict[str, pd.DataFrame]:
     from tfdarshan.capture import mounts as M
     from tfdarshan.logs.darshan_log import read_darshan_log
+    from tfdarshan.logs.live_log import is_partial
     snap = read_darshan_log(log)
     parts = []
     for module in ("POSIX", "STDIO"):
@@ -57,7 +68,8 @@ def reduce_log(log: str, rank: int) -> Dict[str, pd.DataFrame]:
         "bytes_read": int(files["bytes_read"].sum()), "bytes_written": int(files["bytes_written"].sum()),
         "io_time": float(files["io_time"].sum()), "step_time": step_time,
         "input_wait": float(real["input_wait"].sum()) / step_time if step_time > 0 else np.nan,
-        "opens": int(files["opens"].sum()), "duration": float(snap.end - snap.start)}]).astype(RANK_ROWS)
+        "opens": int(files["opens"].sum()), "duration": float(snap.end - snap.start),
+        "partial": is_partial(snap.meta)}]).astype(RANK_ROWS)
     mounts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []] or M.current()
     by_mount = files.assign(mount=M.points_of(files["path"], mounts)).groupby("mount", as_index=False).agg(
         files=("path", "size"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"),

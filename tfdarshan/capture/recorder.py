@@ -126,6 +126,15 @@ class Recorder:
         self.trace_cap = 0      # bytes of trace a window may hold, as the shim's own buffer
         self._pid = os.getpid()
 
+    @classmethod
+    def offline(cls, ids, paths, modules, clock, counts) -> "Recorder":
+        """A recorder holding another process's records (its live file:
+        capture/live.py), to build their Snapshot with snapshot_of."""
+        rec = cls()
+        rec._ids, rec._paths, rec._modules, rec._clock = ids, paths, modules, clock
+        rec._meta.update(counts)
+        return rec
+
     # ------------------------------------------------------------ attach
     def attach(self, include=None, exclude=None, *, trace=None, record_cap=None,
                trace_memory=None) -> bool:

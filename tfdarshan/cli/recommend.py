@@ -61,14 +61,20 @@ def load_source(source: str, session: str = None):
     """(snapshot, steps, session directory, which session) for a log or a
     logdir (the last two None for a log)."""
     from tfdarshan.logs.darshan_log import read_darshan_log
+    from tfdarshan.logs import skipping
     from tfdarshan.logs.logdir import load_snapshot, load_steps, pick_session
     path = pathlib.Path(source)
     if path.is_dir():
         s, count = pick_session(path, session)
         others = f"; the newest of {count}, --session picks another" if count > 1 else ""
+        snap = load_snapshot(s)
+        skipped = snap.meta["skipped_logs"]
         picked = (f"run {s.run}, session {s.name} ({len(s.hosts)} process"
-                  f"{'es' if len(s.hosts) != 1 else ''}{others})")
-        return load_snapshot(s), load_steps(s)[0], s.directory, picked
+                  f"{'es' if len(s.hosts) != 1 else ''}{others}"
+                  f"{f'; {len(skipped)} unreadable log skipped' if skipped else ''})")
+        if skipped:
+            print(f"tfdarshan recommend: {skipping.warning_line(skipped)}", file=sys.stderr)
+        return snap, load_steps(s, skipped=skipped)[0], s.directory, picked
     if session:
         raise TfdarshanError(f"--session {session}: {path} is a log, not a log directory")
     return read_darshan_log(path), None, None, None
@@ -137,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
     cap = capacity_of(capacity, snap, tier)
     advice = advisor.recommend(snap, tier, cap, granularity=args.granularity, globs=args.dataset,
                                steps=steps, source=str(args.source))
+    if snap.meta.get("skipped_logs"):
+        advice.findings.append(skipped_finding(snap.meta["skipped_logs"], snap.meta.get("processes", 1)))
     if session_dir is not None:
         advice.findings.extend(rank_findings(session_dir, args.tiers))
     text = {"text": advice_report.render_text, "json": advice_report.render_json,
@@ -165,6 +173,18 @@ def emit(args: argparse.Namespace, text: str) -> None:
         print(f"wrote {args.output}")
     else:
         print(text)
+
+
+def skipped_finding(skipped, read: int):
+    """The logs left out of the advice, as a finding every format shows."""
+    from tfdarshan.advice.advisor import Finding
+    from tfdarshan.logs import skipping
+    n = len(skipped)
+    return Finding("WARN", f"{n} unreadable log{'s' if n > 1 else ''} left out",
+                   f"The advice covers the {read} readable log{'s' if read > 1 else ''} of the session; "
+                   + skipping.warning_line(skipped)[len("warning: "):] + ".",
+                   "Look at why the process did not finish its log (killed, disk full); rerun it to include it.",
+                   {"skipped_logs": list(skipped)})
 
 
 def rank_findings(session_dir, toml_files):

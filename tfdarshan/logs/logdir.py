@@ -17,7 +17,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logs import joblog
+from tfdarshan.logs import joblog, skipping
 from tfdarshan.logs.series import FILE_COLUMNS, STEP_COLUMNS, read_series
 from tfdarshan.logs.darshan_log import read_darshan_log
 from tfdarshan.capture.snapshot import Snapshot, combine
@@ -88,10 +88,19 @@ def process_label(stem: str, capture: bool = False) -> str:
 
 def load_snapshot(session: Session, host: Optional[str] = None, stems: Optional[List[str]] = None) -> Snapshot:
     """One host's log, the logs named by `stems` (a node's ranks), or all of
-    the session's merged."""
+    the session's merged. Of several logs, unreadable ones are skipped and
+    listed in meta["skipped_logs"] ({"log", "reason"}); when none is
+    readable, the first one's error is raised."""
     hosts = [host] if host else list(stems) if stems else list(session.hosts)
-    return combine([_with_zero_reads(read_darshan_log(session.directory / f"{h}.darshan"),
-                                     session.directory / f"{h}.step_files.parquet") for h in hosts])
+    if len(hosts) == 1:
+        snaps, skipped = {hosts[0]: read_darshan_log(session.directory / f"{hosts[0]}.darshan")}, []
+    else:
+        snaps, skipped = skipping.read_logs({h: session.directory / f"{h}.darshan" for h in hosts})
+        if not snaps:
+            read_darshan_log(session.directory / f"{hosts[0]}.darshan")     # raises its error
+    out = combine([_with_zero_reads(snap, session.directory / f"{h}.step_files.parquet") for h, snap in snaps.items()])
+    out.meta["skipped_logs"] = skipped
+    return out
 
 
 def _with_zero_reads(snap: Snapshot, step_files: pathlib.Path) -> Snapshot:
@@ -109,12 +118,14 @@ def _with_zero_reads(snap: Snapshot, step_files: pathlib.Path) -> Snapshot:
     return dataclasses.replace(snap, _extra=extra, meta={**snap.meta, "zero_reads_known": True})
 
 
-def load_steps(session: Session, host: Optional[str] = None):
+def load_steps(session: Session, host: Optional[str] = None, skipped=()):
     """(per-step totals, per-step per-file rows), with a `host` column;
-    empty frames for logs that came without a series (imported logs).
+    empty frames for logs that came without a series (imported logs), and
+    for the logs load_snapshot skipped (`skipped`: its meta["skipped_logs"]).
     A series that is unreadable or not ours raises TfdarshanError."""
     steps, files = [], []
-    for h in ([host] if host else session.hosts):
+    left_out = {s["log"] for s in skipped}
+    for h in [x for x in ([host] if host else session.hosts) if f"{x}.darshan" not in left_out]:
         s, f = session.directory / f"{h}.steps.parquet", session.directory / f"{h}.step_files.parquet"
         if os.path.lexists(s):
             steps.append(read_series(s, STEP_COLUMNS).assign(host=h))
