@@ -322,8 +322,10 @@ void tfd_mapped_sync(void)
             continue;
         memcpy(path, line + at, n);
         path[n] = 0;
+        /* most mappings are libraries, excluded by name: decide before any system call */
         struct stat st;
-        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || tfd_clean_path(path, clean, sizeof(clean)) != 0)
+        if (tfd_clean_path(path, clean, sizeof(clean)) != 0 || tfd_path_excluded(clean) ||
+            stat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;               /* (deleted) files and the like */
         tfd_rec *r = record_for_clean(clean, TFD_MODULE_POSIX);
         if (r)

@@ -54,7 +54,7 @@ def kernel_only_rows(snap: Snapshot) -> pd.DataFrame:
     frame = C.empty_frame("POSIX").reindex(range(len(e)))
     frame = frame.fillna({c: 0 for c in frame.columns if c not in ("record_id", "path")})
     frame["record_id"] = e["record_id"].to_numpy()
-    frame["path"] = e["path"].astype(object).to_numpy()
+    frame["path"] = pd.Series(e["path"].to_numpy(), dtype=object)
     return frame
 
 

@@ -89,7 +89,7 @@ def per_file(extra: pd.DataFrame) -> pd.DataFrame:
     if e.empty:
         return pd.DataFrame(columns=cols)
     out = pd.DataFrame({
-        "record_id": e["record_id"].to_numpy(), "path": e["path"].astype(object).to_numpy(),
+        "record_id": e["record_id"].to_numpy(), "path": pd.Series(e["path"].to_numpy(), dtype=object),
         "module": e["module"].to_numpy(),
         "bytes_read": (e["COPY_BYTES_READ"] + e["MMAP_BYTES"]).to_numpy(),
         "bytes_written": e["COPY_BYTES_WRITTEN"].to_numpy(),

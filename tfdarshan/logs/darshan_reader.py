@@ -65,7 +65,7 @@ def _assemble(path, info, frames, dxt, heat, start, end, job, job_meta, exe, mou
         z = dxt[(dxt["op"] == "read") & (dxt["length"] == 0)].groupby("record_id").size()
         ids = frames["POSIX"]["record_id"]
         extra = extra_frame(pd.DataFrame({
-            "record_id": ids.to_numpy(dtype=np.uint64), "module": "POSIX", "path": frames["POSIX"]["path"].to_numpy(),
+            "record_id": ids.to_numpy(dtype=np.uint64), "module": "POSIX", "path": pd.Series(frames["POSIX"]["path"].to_numpy(), dtype=object),
             "ZERO_READS": z.reindex(ids.to_numpy()).fillna(0).astype(np.int64).to_numpy()}))
     meta = {"format": "darshan", "log": str(path), "log_version": info["version"], "start": 0.0,
             "end": max(end - start, 0.0), "origin_unix_time": start, "jobid": job.get("jobid"),

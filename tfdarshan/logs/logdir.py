@@ -120,8 +120,8 @@ def _with_series_extra(snap: Snapshot, step_files: pathlib.Path) -> Snapshot:
     paths = rows["path"] if has_path else pd.Series([None] * len(rows), index=keys)
     extra = pd.DataFrame({"record_id": keys.get_level_values(0).astype("uint64"),
                           "module": keys.get_level_values(1),
-                          "path": [p if isinstance(p, str) and p else names.get(r, "")
-                                   for r, p in zip(keys.get_level_values(0), paths)],
+                          "path": pd.Series([p if isinstance(p, str) and p else names.get(r, "")
+                                             for r, p in zip(keys.get_level_values(0), paths)], dtype=object),
                           "ZERO_READS": zero.fillna(0).astype("int64").to_numpy(),
                           **{col: rows[c].fillna(0).to_numpy() for col, c in series.items()}})
     return dataclasses.replace(snap, _extra=extra_frame(extra), meta={**snap.meta, "zero_reads_known": True})

@@ -1,0 +1,62 @@
+"""What following a mapped file costs a collect: one mapping of a sparse
+file (no disk I/O, the page cache fills as it is touched) sampled from
+/proc/self/pagemap, untouched, half read and wholly read.
+
+    python benchmarks/bench_mapped.py [--gib 1] [--collects 20]
+
+Prints the median collect time for each state and the pagemap bytes the
+shim read per collect (8 per page not yet counted), and the munmap's time
+(its last sample). No budget: the cost is per page not yet counted, and
+nothing once every page is (see README, "Seen beyond Darshan")."""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--collects", type=int, default=20)
+    args = ap.parse_args()
+    import tfdarshan
+    from tfdarshan.capture import _native
+    from tfdarshan.capture.recorder import RECORDER
+    size = int(args.gib * (1 << 30)) // 4096 * 4096
+
+    def collects(label):
+        before, times = _native.own_read_bytes(), []
+        for _ in range(args.collects):
+            t = time.perf_counter()
+            RECORDER.collect()
+            times.append(time.perf_counter() - t)
+        per = (_native.own_read_bytes() - before) / args.collects
+        print(f"{label:34s} collect {1e3 * float(np.median(times)):7.3f} ms  pagemap {per / 2**20:6.2f} MiB")
+
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as d:
+        path = os.path.join(d, "sparse.bin")
+        with open(path, "wb") as f:
+            f.truncate(size)
+        tfdarshan.attach()
+        collects("no mapping followed")
+        m = np.memmap(path, dtype=np.uint8, mode="r")
+        collects(f"{args.gib:g} GiB mapped, untouched")
+        int(m[: size // 2].sum(dtype=np.uint64))
+        RECORDER.collect()
+        collects("half read (and counted)")
+        int(m.sum(dtype=np.uint64))
+        RECORDER.collect()
+        collects("all read (and counted)")
+        t = time.perf_counter()
+        m._mmap.close()
+        print(f"{'munmap (its last sample)':34s} {1e3 * (time.perf_counter() - t):7.3f} ms")
+        del m
+        tfdarshan.detach()
+
+
+if __name__ == "__main__":
+    main()
