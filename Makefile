@@ -36,8 +36,10 @@ system-deps:
 
 browser: system-deps
 
+# one worker per core; a file's tests stay on one worker, so its module
+# fixtures (a trained model, a multi-rank session, a TensorBoard) are made once
 test: $(STAMP) system-deps
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 case-studies: $(STAMP) system-deps
 	$(BIN)/python -m case_studies --scale small

@@ -25,8 +25,8 @@ START, END = "<!-- reliability:start -->", "<!-- reliability:end -->"
 SCENARIOS = [
     ("scale", "1,000,000 distinct files opened and read twice, record cap 65,536: nothing lost, "
               "memory bounded, log and tab work", ["test_scale.py::test_a_million_files"]),
-    ("threads", "64 threads x 30 s of open/read/pread/write/close/dup/fstat under an attach, "
-                "snapshot, detach loop: every window exact", ["test_concurrency.py::"]),
+    ("threads", "64 threads of open/read/pread/write/close/dup/fstat under an attach, "
+                "snapshot, detach loop (3 windows, 6 live snapshots): every window exact", ["test_concurrency.py::"]),
     ("threads", "16 threads x 100,000 preads exact; attach/detach while 8 threads read; "
                 "Python threads", ["test_stress.py::"]),
     ("processes", "fork without exec, fork in a thread, multiprocessing fork and spawn, exec of a "

@@ -50,9 +50,11 @@ class CheckpointConfig:
     write_bandwidth: str = "100M"      # the slow tier's shared write bandwidth
     fsync_latency: float = 0.05        # seconds per fsync (a commit on a shared file system)
     rounds: int = 5
+    probes: int = 3                    # slow-tier probes (see runner.probe_slow)
+    probe_repeats: int = 5
 
 
-SCALES = {"tiny": CheckpointConfig(steps=6, every=3, width=1024, rounds=1),
+SCALES = {"tiny": CheckpointConfig(steps=6, every=3, width=1024, rounds=1, probes=2, probe_repeats=2),
           "small": CheckpointConfig(), "paper": CheckpointConfig(steps=300, every=30)}
 
 
@@ -145,7 +147,8 @@ def run_study(cfg: CheckpointConfig, workdir: pathlib.Path, log=print) -> Dict:
     with mounted(str(backing), mnt, meta_latency=cfg.meta_latency, read_latency=cfg.read_latency,
                  bandwidth=cfg.bandwidth, write_latency=cfg.write_latency, write_bandwidth=cfg.write_bandwidth,
                  fsync_latency=cfg.fsync_latency) as tier:
-        result["tiers"] = {"slow": probe_slow(os.path.join(mnt, ".probe"), **SLOW_PROBE)}
+        result["tiers"] = {"slow": probe_slow(os.path.join(mnt, ".probe"), cfg.probes, cfg.probe_repeats,
+                                              **SLOW_PROBE)}
         fast_root = tempfile.mkdtemp(prefix="tfd-ckpt-", dir="/dev/shm")
         result["tiers"]["fast"] = tiers.probe(fast_root, size=16 << 20).to_dict()
         rounds = []

@@ -1,8 +1,8 @@
 """The read studies' procedure (ImageNet-like, malware-like), for each:
 
 1. generate the data set on the local disk and serve it through the slow
-   FUSE tier (case_studies/slowfs.c); probe the slow tier PROBES times (they
-   must agree) and the fast tier (/dev/shm);
+   FUSE tier (case_studies/slowfs.c); probe the slow tier `probes` times
+   (they must agree) and the fast tier (/dev/shm);
 2. plan: one profiled epoch with one reader (the paper's parallelism
    finding) and one with many, whose profile gives the paper's findings and
    the advisor's recommendation under a budget of 10 % of the data set's
@@ -46,16 +46,17 @@ class Config:
     bandwidth: str = "300M"            # the slow tier's shared read bandwidth
     budget_share: float = 0.10         # fast-tier capacity: this share of the data set's bytes
     rounds: int = 5                    # repetitions of every configuration, interleaved
+    probes: int = 3                    # slow-tier probes, which must agree within PROBE_AGREEMENT
+    probe_repeats: int = 5             # measurements a probe takes the median of
 
 
 SCALES = {
-    # tiny checks the mechanics only (one round): no figure of it is a result
-    "tiny": {"imagenet": Config("imagenet", 48, size_scale=0.5, batch=8, rounds=1),
-             "malware": Config("malware", 24, size_scale=1 / 16, batch=4, rounds=1)},
+    # tiny checks the mechanics only (one round, two short probes): no figure of it is a result
+    "tiny": {"imagenet": Config("imagenet", 48, size_scale=0.5, batch=8, rounds=1, probes=2, probe_repeats=2),
+             "malware": Config("malware", 24, size_scale=1 / 16, batch=4, rounds=1, probes=2, probe_repeats=2)},
     "small": {"imagenet": Config("imagenet", 1500), "malware": Config("malware", 160, batch=16)},
     "paper": {"imagenet": Config("imagenet", 128_000), "malware": Config("malware", 10_868, batch=16)},
 }
-PROBES = 3                             # slow-tier probes, which must agree within PROBE_AGREEMENT
 PROBE_AGREEMENT = 0.10
 # each probe's read latency is the median of 5 x 128 cold 4 KiB reads: with
 # 32 a run on a loaded machine disagreed by 14 % (a quiet one: 1-2 % either way)
@@ -217,14 +218,15 @@ def stage_selection(paths: List[str], root: str) -> Dict[str, str]:
                 os.unlink(p)
 
 
-def probe_slow(directory: str, n: int = PROBES, **sizes) -> Dict:
-    """`tfdarshan probe` of the slow tier n times: each probe's figures,
-    their median and spread, and whether they agree within PROBE_AGREEMENT."""
+def probe_slow(directory: str, n: int, repeats: int, **sizes) -> Dict:
+    """`tfdarshan probe` of the slow tier n times (each the median of
+    `repeats` measurements): each probe's figures, their median and spread,
+    and whether they agree within PROBE_AGREEMENT."""
     from tfdarshan.advice import tiers
     probes = []
     for _ in range(n):
         os.makedirs(directory, exist_ok=True)
-        probes.append(tiers.probe(directory, **sizes).to_dict())
+        probes.append(tiers.probe(directory, repeats=repeats, **sizes).to_dict())
         shutil.rmtree(directory, ignore_errors=True)
     fields = ("open_latency", "stat_latency", "read_latency", "bandwidth")
     spread = {f: S.spread(S.summary([p[f] for p in probes])) for f in fields}
@@ -260,7 +262,7 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
         with mounted(str(data), mnt, meta_latency=cfg.meta_latency, read_latency=cfg.read_latency,
                      bandwidth=cfg.bandwidth) as tier:
             slow_paths = [os.path.join(mnt, os.path.relpath(p, data)) for p in local]
-            slow = probe_slow(os.path.join(mnt, ".probe"), **SLOW_PROBE)
+            slow = probe_slow(os.path.join(mnt, ".probe"), cfg.probes, cfg.probe_repeats, **SLOW_PROBE)
             fast = tiers.probe(fast_root, size=16 << 20)
             result["tiers"] = {"slow": slow, "fast": fast.to_dict()}
             m = slow["median"]

@@ -1,13 +1,21 @@
+import atexit
 import importlib.util
 import os
 import pathlib
+import shutil
 import sys
+import tempfile
 
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# probes the tests make go to a store of their own, never the user's ~/.config
+if "TFDARSHAN_TIERS" not in os.environ:
+    _tiers = tempfile.mkdtemp(prefix="tfd-tiers-")
+    atexit.register(shutil.rmtree, _tiers, True)
+    os.environ["TFDARSHAN_TIERS"] = os.path.join(_tiers, "tiers.json")
 
 
 def _tab_from_this_checkout():

