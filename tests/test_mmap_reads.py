@@ -135,3 +135,35 @@ def test_keras_fit_from_a_memmapped_array_is_in_the_step_series(tf, tmp_path):
     assert int(on_disk["mmap_bytes"].sum()) == int(files["mmap_bytes"].sum())
     assert int(steps["mmap_bytes"].sum()) >= int(on_disk["mmap_bytes"].sum())
     assert row(load_snapshot(session).extra, path)["MMAP_BYTES"] == int(files["mmap_bytes"].sum())
+
+
+def test_a_forked_child_counts_its_own_reads_of_an_inherited_mapping(tmp_path):
+    """The child follows the parent's mappings with its own fresh records:
+    a shared file mapping's pages are not in its page tables until it
+    touches them, so it counts what it read, and the parent what it did."""
+    import json
+    import sys
+    path = tmp_path / "shared.bin"
+    path.write_bytes(os.urandom(6 * MIB))
+    script = f"""
+import json, os, numpy as np, tfdarshan
+tfdarshan.attach()
+m = np.memmap({str(path)!r}, dtype=np.uint8, mode="r")
+int(m[: {2 * MIB}].sum(dtype=np.uint64))               # the parent, before the fork
+pid = os.fork()
+if pid == 0:
+    int(m.sum(dtype=np.uint64))                        # the child reads all of it
+    e = tfdarshan.snapshot().extra
+    open({str(tmp_path / "child.json")!r}, "w").write(json.dumps(int(e[e["path"] == {str(path)!r}]["MMAP_BYTES"].sum())))
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+e = tfdarshan.snapshot().extra
+print(json.dumps([status, int(e[e["path"] == {str(path)!r}]["MMAP_BYTES"].sum())]))
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "TFDARSHAN_NO_HOOKS": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    status, parent = json.loads(r.stdout.strip().splitlines()[-1])
+    assert status == 0
+    assert 2 * MIB <= parent <= 2 * MIB + FOLIO
+    assert json.loads((tmp_path / "child.json").read_text()) == 6 * MIB
