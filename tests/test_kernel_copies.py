@@ -271,3 +271,32 @@ def test_darshan_counters_are_the_same_with_the_new_wrappers_off(tmp_path):
     # and the run with them on did see what Darshan cannot: the copies' bytes are in their own columns
     src = next(c for n, c, _ in on["POSIX"].values() if n.endswith("/src.bin"))
     assert src["POSIX_MMAPS"] >= 1 and src["POSIX_BYTES_READ"] == 4096 + 1000
+
+
+def test_coverage_names_the_files_darshan_cannot_see_and_counts_the_copies(tmp_path):
+    import json
+    size = 4 * MIB + 1
+    src = make(tmp_path / "cov-src.bin", size)
+    with tfdarshan.profile(logdir=str(tmp_path / "logs")) as p:
+        shutil.copyfile(src, tmp_path / "cov-dst.bin")
+    (cov_file,) = (tmp_path / "logs").glob("plugins/tfdarshan/*/*.coverage.json")
+    cov = json.loads(cov_file.read_text())
+    assert cov == json.loads(json.dumps(p.snapshot.meta["coverage"]))
+    # the kernel counts a sendfile / copy_file_range in rchar and wchar: so do we, beside Darshan's bytes
+    assert cov["counted_bytes"] - cov["darshan_bytes"] == 2 * size
+    assert cov["share"] > cov["darshan_share"]
+    files = {f["path"]: f for f in cov["beyond_darshan"]}
+    s, d = files[str(src)], files[str(tmp_path / "cov-dst.bin")]
+    assert s["how"] in ("sendfile", "copy_file_range") and d["how"] == s["how"]
+    assert (s["bytes_read"], s["bytes_written"], d["bytes_read"], d["bytes_written"]) == (size, 0, 0, size)
+    assert cov["beyond_darshan_files"] == 2 and cov["mapped_bytes"] == 0
+
+
+def test_a_step_series_written_before_these_columns_reads_them_as_zero(tmp_path):
+    from tfdarshan.logs import series
+    old = {c: [1] for c in series.FILE_COLUMNS if c not in series.OPTIONAL_FIELDS}
+    old.update(module=["POSIX"], record_id=[7])
+    path = series.write_parquet(__import__("pandas").DataFrame(old), tmp_path / "old.step_files.parquet")
+    back = series.read_series(path, series.FILE_COLUMNS)
+    assert all(back[c].tolist() == [0] for c in series.OPTIONAL_FIELDS)
+    assert back["bytes_read"].tolist() == [1]
