@@ -167,3 +167,32 @@ print(json.dumps([status, int(e[e["path"] == {str(path)!r}]["MMAP_BYTES"].sum())
     assert status == 0
     assert 2 * MIB <= parent <= 2 * MIB + FOLIO
     assert json.loads((tmp_path / "child.json").read_text()) == 6 * MIB
+
+
+def test_memmapped_input_is_a_staging_candidate_with_its_bytes(attached, tmp_path):
+    from tfdarshan.advice import advisor, tiers as T
+    size = 6 * MIB
+    path = tmp_path / "tokens.bin"
+    path.write_bytes(os.urandom(size))
+    m = np.memmap(path, dtype=np.uint8, mode="r")
+    before = tfdarshan.snapshot()
+    int(m.sum(dtype=np.uint64))
+    snap = tfdarshan.snapshot() - before
+    del m
+    fast = T.Tier(path=str(tmp_path / "fast"), bandwidth=10e9, read_latency=1e-6, open_latency=1e-6)
+    slow = T.Tier(path=str(tmp_path), bandwidth=100e6, read_latency=1e-3, open_latency=1e-3)
+    # priced by the file's tier: staged, and its saving is that tier's time less the fast one's
+    adv = advisor.recommend(snap, fast, 1 << 30, tiers=[slow])
+    c = adv.costs.set_index("path").loc[str(path)]
+    requests = -(-size // (128 << 10))
+    assert (c["mmap_bytes"], c["bytes_read"], c["size"], c["mmap_priced"]) == (size, size, size, "probed tier")
+    assert c["saving"] == pytest.approx(slow.time(0, 0, requests, size) - fast.time(0, 0, requests, size))
+    assert str(path) in {adv.costs["path"].iat[i] for i in adv.chosen}
+    (f,) = [f for f in adv.findings if f.title == "Input read through memory maps"]
+    assert f.evidence == {"files": 1, "mmap_bytes": size, "unpriced": 0}
+    # nothing to price it with: still a candidate with its bytes, no saving claimed, and said so
+    adv = advisor.recommend(snap, fast, 1 << 30)
+    c = adv.costs.set_index("path").loc[str(path)]
+    assert (c["mmap_bytes"], c["saving"], c["mmap_priced"]) == (size, 0.0, "")
+    (f,) = [f for f in adv.findings if f.title == "Input read through memory maps"]
+    assert f.evidence["unpriced"] == 1 and "no saving is claimed" in f.detail

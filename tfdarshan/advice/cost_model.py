@@ -71,6 +71,9 @@ def _with_mapped(snap: Snapshot, measured: pd.DataFrame, mapped: pd.Series, fast
     extra = [_mapped_only_row(x, fast, tiers) for x in only]
     out = pd.concat([rows, pd.DataFrame(extra, columns=COLUMNS)], ignore_index=True) if extra \
         else rows.reset_index(drop=True)
+    # (an empty measured table has no types to give the rows added to it)
+    out = out.astype({c: float for c in COLUMNS if c not in ("path", "tier", "on_fast_tier", "mmap_priced")})
+    out = out.astype({"on_fast_tier": bool, "size": np.int64, "mmap_bytes": np.int64})
     mounts = [M.Mount(m, t) for m, t in snap.meta.get("mounts") or []] or M.current()
     bandwidth = _mount_bandwidth(measured, mounts)
     for i, path in enumerate(out["path"]):
