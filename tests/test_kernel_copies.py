@@ -263,7 +263,9 @@ def test_darshan_counters_are_the_same_with_the_new_wrappers_off(tmp_path):
         for rid, (name, counters, fcounters) in on[module].items():
             name_off, counters_off, fcounters_off = off[module][rid]
             assert name == name_off
-            diff = {k: (v, counters_off[k]) for k, v in counters.items() if v != counters_off[k]}
+            # the size of the slowest read or write is chosen by time: which one was slowest varies
+            diff = {k: (v, counters_off[k]) for k, v in counters.items()
+                    if v != counters_off[k] and not k.endswith("_TIME_SIZE")}
             assert not diff, f"{module} {name}: counters differ (on, off): {diff}"
             # times differ from run to run; what was timed at all may not
             timed = {k: (v != 0, fcounters_off[k] != 0) for k, v in fcounters.items()}
