@@ -16,6 +16,7 @@ typedef struct tfd_config {
     int trace;                       /* keep a per-operation trace (DXT) */
     int64_t trace_cap_bytes;         /* memory for the trace, all threads together */
     const char *chain_library;       /* forward to this library's wrappers (site Darshan) */
+    int kernel_io;                   /* count kernel-side copies and follow mapped files */
 } tfd_config;
 
 typedef struct tfd_collect_result {
@@ -76,6 +77,11 @@ const char *tfd_row_field(int i);
 int tfd_collect(tfd_collect_result *out);
 void tfd_free_collect(tfd_collect_result *out);
 int tfd_live(tfd_live_totals *out);
+
+/* mapped files followed now; bytes the shim itself read from /proc (its
+ * page samples), which the kernel's rchar counts */
+int64_t tfd_followed_mappings(void);
+int64_t tfd_own_read_bytes(void);
 
 int tfd_record_info(int64_t index, uint64_t *id, int *module, const char **path);
 uint64_t tfd_darshan_hash(const char *key, size_t len);

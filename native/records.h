@@ -55,7 +55,19 @@
     X(SIZE_WRITE_10K_100K) X(SIZE_WRITE_100K_1M) X(SIZE_WRITE_1M_4M)            \
     X(SIZE_WRITE_4M_10M) X(SIZE_WRITE_10M_100M) X(SIZE_WRITE_100M_1G)           \
     X(SIZE_WRITE_1G_PLUS)                                                       \
-    X(T_READ) X(T_WRITE) X(T_META) X(ZERO_READS)
+    X(T_READ) X(T_WRITE) X(T_META) X(ZERO_READS)                              \
+    KERNEL_IO_FIELDS(X)
+
+/* Not Darshan's: I/O its wrappers never see (records_kernel.c). Bytes a
+ * kernel-side copy read from / wrote to the file and the time of those
+ * calls per side; T_KC counts each call once (on its source when that is
+ * recorded, else on its destination), so a sum over files is the time spent
+ * in copies; the bytes each mechanism moved in or out of the file; the bytes
+ * of the file's pages the process had mapped into its page tables through
+ * mmap (an estimate). */
+#define KERNEL_IO_FIELDS(X)                                                    \
+    X(KC_BYTES_READ) X(KC_BYTES_WRITTEN) X(T_KC_READ) X(T_KC_WRITE) X(T_KC)     \
+    X(KC_CFR_BYTES) X(KC_SENDFILE_BYTES) X(KC_SPLICE_BYTES) X(MMAP_BYTES)
 
 /* Extremes: maxima, first and last timestamps. Kept for the whole run and
  * for the current interval, because a window's maximum is not a difference. */
@@ -261,6 +273,9 @@ tfd_rec *stdio_rec(FILE *stream) TFD_HIDDEN;
 stream_slot *stdio_slot(int fd, int create) TFD_HIDDEN;
 tfd_rec *table_find(uint64_t id, int module) TFD_HIDDEN;
 void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_mapped_prepare_fork(void) TFD_HIDDEN;
+void tfd_mapped_parent_fork(void) TFD_HIDDEN;
+void tfd_mapped_after_fork(tfd_rec **remap) TFD_HIDDEN;
 void stdio_open_record(tfd_rec *r, FILE *stream, int reset, int fdopen_counter, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 
 /* ------------------------------------------------------------- the hot path, inlined */

@@ -78,7 +78,7 @@ int tfd_records_init(const tfd_config *c, char *err, size_t err_len)
         n_module_records[mods[m]]--;  /* does not count against the cap */
     }
     pthread_mutex_unlock(&create_lock);
-    pthread_atfork(NULL, NULL, reset_after_fork);
+    pthread_atfork(tfd_mapped_prepare_fork, tfd_mapped_parent_fork, reset_after_fork);
     initialized = 1;
 
     /* Darshan opens the three standard streams at start-up */
@@ -174,6 +174,7 @@ static void reset_after_fork(void)
     if (!rec_table || !rec_by_index) {
         /* cannot count in the child: stop recording, keep forwarding */
         tfd_attached = 0;
+        tfd_mapped_after_fork(NULL);
         return;
     }
     /* remap every old record to a fresh one with the same identity */
@@ -203,6 +204,7 @@ static void reset_after_fork(void)
                 fd_stdio[hi][lo].rec = map ? map[o->index] : NULL;
         }
     }
+    tfd_mapped_after_fork(map);
     free(map);
     (void)old_table;
 }
@@ -328,6 +330,8 @@ int tfd_collect(tfd_collect_result *out)
     growbuf rows = {0}, vals = {0}, segs = {0}, heat = {0};
     int rc = 0;
     pthread_mutex_lock(&collect_lock);
+    /* what mapped files brought in belongs to the interval being closed */
+    tfd_mapped_sample_all();
     int64_t closed = RELAXED_LOAD(epoch);
     __atomic_store_n(&epoch, closed + 1, __ATOMIC_SEQ_CST);
     wait_for_writers();

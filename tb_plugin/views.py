@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
+from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
 from tfdarshan.advice import file_table as report
 from tfdarshan.logs.series import CUT_COLUMN
@@ -196,6 +197,12 @@ def summary(d: SessionData) -> Dict:
            "steps": int(len(steps)), "input_share": None,
            "folded_files": snap.meta.get("folded_files", 0),
            "trace_dropped": snap.meta.get("trace_dropped", 0)}
+    # beyond Darshan's counters (kernel_io.py): totals, and the files, named with how they were read
+    beyond = K.per_file(snap.extra)
+    e = snap.extra
+    out.update(copy_bytes=int(e["COPY_BYTES_READ"].sum() + e["COPY_BYTES_WRITTEN"].sum()) if len(e) else 0,
+               mmap_bytes=int(e["MMAP_BYTES"].sum()) if len(e) else 0,
+               kernel_io_files=[{"path": display_path(r.path), "how": r.how} for r in beyond.head(20).itertuples()])
     if len(whole):
         # I/O calls of the input pipeline against the steps' wall time, each
         # step's capped at its duration; a step cut by the window's end is left out
@@ -302,14 +309,18 @@ def steps(d: SessionData) -> Dict:
         start=("start", "min"), end=("end", "max"), bytes_read=("bytes_read", "sum"),
         bytes_written=("bytes_written", "sum"), reads=("reads", "sum"), writes=("writes", "sum"),
         read_time=("read_time", "sum"), write_time=("write_time", "sum"), meta_time=("meta_time", "sum"),
-        files=("files", "sum"), cut=(CUT_COLUMN, "any"))
+        files=("files", "sum"), cut=(CUT_COLUMN, "any"), copy_bytes_read=("copy_bytes_read", "sum"),
+        copy_bytes_written=("copy_bytes_written", "sum"), mmap_bytes=("mmap_bytes", "sum"))
     io = st["read_time"] + st["write_time"]
     bw = np.where(io > 0, (st["bytes_read"] + st["bytes_written"]) / io.where(io > 0, 1), np.nan)
     out = {"steps": st["step"].tolist(), "duration": (st["end"] - st["start"]).tolist(),
            "cut_by_window_end": st["cut"].tolist(),
            "bytes_read": st["bytes_read"].tolist(), "bytes_written": st["bytes_written"].tolist(),
            "ops": (st["reads"] + st["writes"]).tolist(), "io_time": io.tolist(),
-           "meta_time": st["meta_time"].tolist(), "bandwidth": [_clean(v) for v in bw], "mounts": {}}
+           "meta_time": st["meta_time"].tolist(), "bandwidth": [_clean(v) for v in bw], "mounts": {},
+           # beyond Darshan's counters: what kernel-side copies moved, what mappings brought in (an estimate)
+           "copy_bytes": (st["copy_bytes_read"] + st["copy_bytes_written"]).tolist(),
+           "mmap_bytes": st["mmap_bytes"].tolist()}
     sf = d.step_files
     if not sf.empty and "mount" in sf:
         # the series store mount points: name them as the file table and the tier views do

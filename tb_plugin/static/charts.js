@@ -33,6 +33,8 @@ function tierColours(names) {
 
 // what is measured (not where) in slate and purple, apart from every tier colour
 export const READ = '#37474F', WRITTEN = '#90A4AE', RATE = '#8E24AA';
+// what Darshan's counters miss (kernel-side copies, reads through mmap): browns
+export const COPIED = '#795548', MAPPED = '#BCAAA4';
 
 const MIB = 2 ** 20;
 export const hasData = (ys) => ys.some((v) => v != null && v !== 0);
@@ -73,7 +75,9 @@ export function figures(steps, hist, mounts, timeline) {
     const series = (name, y, color, extra = {}) => many
       ? {type: 'scatter', mode: 'lines', name, x: steps.steps, y, line: {width: 1, color}, ...extra}
       : {type: 'bar', name, x: steps.steps, y, marker: {color}};
-    const moved = [series('bytes read', steps.bytes_read, READ), series('bytes written', steps.bytes_written, WRITTEN)]
+    const moved = [series('bytes read', steps.bytes_read, READ), series('bytes written', steps.bytes_written, WRITTEN),
+      series('copied by the kernel (copy_file_range, sendfile, splice)', steps.copy_bytes || [], COPIED),
+      series('read through mmap (estimate)', steps.mmap_bytes || [], MAPPED)]
         .filter((t) => hasData(t.y));
     if (moved.length) {
       const bw = steps.bandwidth.map((b) => b == null ? null : b / MIB);

@@ -182,6 +182,9 @@ function cards(s) {
     ...(s.ranks ? [c('file_time', 'time in file calls, summed over ranks', seconds(s.file_time))]
       : [c('io_time', 'time in reads and writes', seconds(s.io_time)),
         c('meta_time', 'time in opens, stats, seeks', seconds(s.meta_time))]),
+    ...(s.copy_bytes ? [c('copy_bytes', 'copied by the kernel (copy_file_range, sendfile, splice)',
+      bytes(s.copy_bytes))] : []),
+    ...(s.mmap_bytes ? [c('mmap_bytes', 'read through mmap (estimate)', `~${bytes(s.mmap_bytes)}`)] : []),
     c('files', 'files', String(s.files)),
     c('steps', 'steps', String(s.steps)),
   ];
@@ -197,16 +200,34 @@ function cards(s) {
   return notes.length ? el('div', {}, box, el('p', {class: 'muted'}, notes.join(' '))) : box;
 }
 
-// Low coverage: what the shim cannot see, as the capture listed it.
+// Low coverage: what the shim cannot see, as the capture listed it, and the
+// files whose data moved in ways Darshan's counters miss (a Darshan log alone
+// covers less: darshan_share), with how.
 const COVERAGE_FLOOR = 0.9;
 function coverageNote(coverage) {
-  const low = (coverage || []).filter((c) => c.share != null && c.share < COVERAGE_FLOOR);
+  const low = (coverage || []).filter((c) => (c.share != null && c.share < COVERAGE_FLOOR)
+      || (c.darshan_share != null && c.darshan_share < COVERAGE_FLOOR && (c.beyond_darshan || []).length));
   if (!low.length) return '';
-  const spots = [...new Set(low.flatMap((c) => c.blind_spots || []))];
-  const seen = low.map((c) => pct(c.share)).join(', ');
-  return el('div', {id: 'tfd-coverage', class: 'note'},
-      `These figures cover only ${seen} of the bytes the kernel counted for the process. What tfdarshan cannot see:`,
-      el('ul', {}, ...spots.map((b) => el('li', {}, b))));
+  const note = el('div', {id: 'tfd-coverage', class: 'note'});
+  const blind = low.filter((c) => c.share != null && c.share < COVERAGE_FLOOR);
+  if (blind.length) {
+    const spots = [...new Set(blind.flatMap((c) => c.blind_spots || []))];
+    note.append(`These figures cover only ${blind.map((c) => pct(c.share)).join(', ')} of the bytes the kernel `
+        + 'counted for the process. What tfdarshan cannot see:', el('ul', {}, ...spots.map((b) => el('li', {}, b))));
+  }
+  const files = low.flatMap((c) => c.beyond_darshan || []);
+  if (files.length) {
+    const darshan = low.map((c) => c.darshan_share).filter((v) => v != null).map(pct).join(', ');
+    const more = low.reduce((n, c) => n + Math.max(0, (c.beyond_darshan_files || 0) - (c.beyond_darshan || []).length), 0);
+    const amount = (f) => [f.bytes_read - f.mmap_bytes > 0 ? `${bytes(f.bytes_read - f.mmap_bytes)} copied out` : '',
+      f.bytes_written > 0 ? `${bytes(f.bytes_written)} copied in` : '',
+      f.mmap_bytes > 0 ? `~${bytes(f.mmap_bytes)} through mmap (estimate)` : ''].filter(Boolean).join(', ');
+    note.append(`Darshan's counters alone hold ${darshan || 'less'} of it: these files moved data in ways they `
+        + 'cannot see, counted by tfdarshan in columns of its own:',
+    el('ul', {id: 'tfd-beyond-darshan'}, ...files.map((f) => el('li', {}, el('code', {}, f.path),
+        ` (${f.how}): ${amount(f)}`)), ...(more ? [el('li', {}, `and ${more} more`)] : [])));
+  }
+  return note;
 }
 
 function adviceSection(a) {

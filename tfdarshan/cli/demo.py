@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         if (session.directory / f"{session.hosts[0]}.coverage.json").exists() else None
     if cov and cov.get("share") is not None:
         print(f"coverage: these counters hold {100 * cov['share']:.0f} % of the bytes the kernel counted for "
-              f"the process in the window (the rest: pipes, sockets, excluded files, mmap; see "
+              f"the process in the window (the rest: pipes, sockets, excluded files, direct system calls; see "
               f"tfdarshan.capture.coverage.BLIND_SPOTS)")
 
     # staging advice: /dev/shm as the fast tier, a budget of 10 % of the bytes read

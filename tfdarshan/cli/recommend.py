@@ -141,8 +141,10 @@ def run(args: argparse.Namespace) -> int:
     snap, steps, session_dir, picked = load_source(args.source, args.session)
     tier = fast_tier(args.fast_tier, args.tiers)
     cap = capacity_of(capacity, snap, tier)
+    # the known tiers price what no call measured (reads through mmap)
+    from tfdarshan.advice import tiers as T
     advice = advisor.recommend(snap, tier, cap, granularity=args.granularity, globs=args.dataset,
-                               steps=steps, source=str(args.source))
+                               steps=steps, source=str(args.source), tiers=T.load(args.tiers))
     if snap.meta.get("skipped_logs"):
         advice.findings.append(skipped_finding(snap.meta["skipped_logs"], snap.meta.get("processes", 1)))
     if session_dir is not None:

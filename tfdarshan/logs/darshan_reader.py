@@ -11,7 +11,7 @@ import pandas as pd
 
 from tfdarshan.capture import counters as C
 from tfdarshan.capture import heatmap as H
-from tfdarshan.capture.snapshot import Snapshot, empty_dxt, empty_extra, empty_values, merge_records
+from tfdarshan.capture.snapshot import Snapshot, empty_dxt, empty_extra, empty_values, extra_frame, merge_records
 from tfdarshan.errors import DarshanLogError
 from tfdarshan.logs.darshan_checker import inflate, inspect_log
 from tfdarshan.logs.darshan_format import DXT_HEADER, HEADER, HEATMAP_HEADER, LOG_VERSION, MAGIC, SEGMENT
@@ -63,8 +63,9 @@ def _assemble(path, info, frames, dxt, heat, start, end, job, job_meta, exe, mou
         # the trace shows the zero-length reads the counters cannot
         z = dxt[(dxt["op"] == "read") & (dxt["length"] == 0)].groupby("record_id").size()
         ids = frames["POSIX"]["record_id"]
-        extra = pd.DataFrame({"record_id": ids.to_numpy(dtype=np.uint64), "module": "POSIX",
-                              "ZERO_READS": z.reindex(ids.to_numpy()).fillna(0).astype(np.int64).to_numpy()})
+        extra = extra_frame(pd.DataFrame({
+            "record_id": ids.to_numpy(dtype=np.uint64), "module": "POSIX", "path": pd.Series(frames["POSIX"]["path"].to_numpy(), dtype=object),
+            "ZERO_READS": z.reindex(ids.to_numpy()).fillna(0).astype(np.int64).to_numpy()}))
     meta = {"format": "darshan", "log": str(path), "log_version": info["version"], "start": 0.0,
             "end": max(end - start, 0.0), "origin_unix_time": start, "jobid": job.get("jobid"),
             "uid": job.get("uid"), "nprocs": job.get("nprocs"), "exe": exe, "mounts": mounts,
