@@ -50,9 +50,11 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
                   for name, schema in (("files", tables.FILE_ROWS), ("ranks", tables.RANK_ROWS),
                                        ("steps", tables.STEP_ROWS), ("mounts", tables.MOUNT_ROWS))}
         per_file = _per_file(frames["files"], len(logs))
+        # a file several ranks read is one file of its mount: distinct paths, not the ranks' counts summed
+        distinct = per_file.groupby("mount")["path"].count().rename("files")
         per_mount = frames["mounts"].groupby("mount").agg(
-            {"fstype": "first", "files": "sum", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
-             "opens": "sum"}).reset_index()
+            {"fstype": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
+             "opens": "sum"}).join(distinct).reset_index()
         tmp = out.with_name(out.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
         written = {}
@@ -76,16 +78,16 @@ def _per_file(files, logs: int):
 
 def _per_file_part(files: pd.DataFrame) -> pd.DataFrame:
     per_rank = files.groupby(["path", "rank"], as_index=False).agg(
-        {"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"})
+        {"mount": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"})
     per_rank["bytes"] = per_rank["bytes_read"] + per_rank["bytes_written"]
     g = per_rank.groupby("path")
-    totals = g.agg({"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum",
-                    "rank": "count"}).rename(columns={"rank": "ranks"})
+    totals = g.agg({"mount": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
+                    "opens": "sum", "rank": "count"}).rename(columns={"rank": "ranks"})
     spread = g.agg({"bytes": ["min", "median", "max"], "io_time": ["min", "median", "max"]})
     spread.columns = [f"{c}_{s}" for c, s in spread.columns]
     # string[pyarrow]: what Dask makes of text columns elsewhere, and what its parquet writer can infer
-    return totals.join(spread).reset_index().astype({"path": "string[pyarrow]", "bytes_median": "float64",
-                                                     "io_time_median": "float64"})
+    return totals.join(spread).reset_index().astype({"path": "string[pyarrow]", "mount": "string[pyarrow]",
+                                                     "bytes_median": "float64", "io_time_median": "float64"})
 
 
 def ensure_tables(session_dir, *, scheduler: Optional[str] = None) -> pathlib.Path:
