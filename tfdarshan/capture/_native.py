@@ -153,7 +153,8 @@ def live_totals() -> dict:
     if lib.tfd_live(out) != 0:
         return {}
     return {k: getattr(out, k) for k in
-            ("bytes_read", "bytes_written", "reads", "writes", "opens", "io_ticks", "files")}
+            ("bytes_read", "bytes_written", "reads", "writes", "opens", "io_ticks", "files", "excluded_read",
+             "excluded_written")}
 
 
 def record_info(index: int) -> tuple[int, int, bytes]:
