@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from tfdarshan.capture import mounts as M
+from tfdarshan.capture import coverage, mounts as M
 from tfdarshan.advice import file_table as report
 from tfdarshan.logs import input_wait
 from tfdarshan.logs.series import AFTER_STEPS, CUT_COLUMN, SETUP_STEP
@@ -210,6 +210,27 @@ def summary(d: SessionData) -> Dict:
     if d.coverage:
         out["coverage"] = coverage_card(d.coverage)
     return out
+
+
+def coverage_card(records: List[Dict]) -> Optional[Dict]:
+    """The coverage card over a session's processes (or a job's ranks): their
+    buckets added up (capture/coverage.py), the lowest process's data
+    coverage beside it. Records that are not coverage are left out."""
+    def number(c, k):
+        v = c.get(k)
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 else None
+    good = [c for c in records if isinstance(c, dict) and number(c, "counted_bytes") is not None
+            and number(c, "kernel_bytes") is not None]
+    if not good:
+        return None
+    excluded = [number(c, "excluded_bytes") for c in good]
+    out = coverage.summarize(sum(int(c["counted_bytes"]) for c in good), sum(int(c["kernel_bytes"]) for c in good),
+                             None if None in excluded else sum(int(x) for x in excluded))
+    each = [coverage.summarize(int(c["counted_bytes"]), int(c["kernel_bytes"]), x)["share"]
+            for c, x in zip(good, excluded)]
+    each = [x for x in each if x is not None]
+    return {**{k: _clean(v) if not isinstance(v, (list, str)) else v for k, v in out.items()},
+            "processes": len(good), "lowest": _clean(min(each)) if each else None}
 
 
 def input_label(processes: int) -> str:

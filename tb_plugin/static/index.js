@@ -176,28 +176,39 @@ function cards(s) {
     c('files', 'files', String(s.files)),
     c('steps', 'steps', String(s.steps)),
   ];
+  if (s.setup_time != null) {
+    list.push(c('setup_time', `set-up before the first step${s.ranks ? ' (longest rank)' : ''}, not counted as a step`,
+        seconds(s.setup_time)));
+  }
   if (s.ranks) list.push(c('ranks', `ranks on ${s.hosts} host${s.hosts === 1 ? '' : 's'}`, String(s.ranks)));
   else if (s.processes > 1) list.push(c('processes', 'processes', String(s.processes)));
-  if (s.coverage) {
-    for (const cov of s.coverage) list.push(c('coverage', 'of the process\'s I/O seen', pct(cov.share)));
+  const cov = s.coverage;
+  if (cov) {
+    const over = cov.processes > 1 ? ` (${cov.processes} ${s.ranks ? 'ranks' : 'processes'} added up; lowest `
+      + `${pct(cov.lowest)})` : '';
+    list.push(c('coverage', `of the data I/O seen${over}`, pct(cov.share)));
   }
   const box = el('div', {id: 'tfd-summary', class: 'cards'}, ...list);
   const notes = [];
+  if (cov) {
+    notes.push(`Data coverage: ${bytes(cov.counted_bytes)} recorded of the ${bytes(cov.kernel_bytes)} the kernel `
+      + `counted, less ${cov.excluded_bytes == null ? 'an unknown amount' : bytes(cov.excluded_bytes)} excluded by `
+      + `design (imports, libraries, system files); unseen: ${bytes(cov.unseen_bytes)}.`);
+  }
   if (s.folded_files) notes.push(`${s.folded_files} files beyond the record cap are counted together.`);
   if (s.trace_dropped) notes.push(`${s.trace_dropped} trace segments were dropped for lack of memory.`);
   return notes.length ? el('div', {}, box, el('p', {class: 'muted'}, notes.join(' '))) : box;
 }
 
-// Low coverage: what the shim cannot see, as the capture listed it.
+// Low data coverage: what the shim cannot see, as the capture listed it
+// (what it leaves out by design is counted apart, and is not missing).
 const COVERAGE_FLOOR = 0.9;
-function coverageNote(coverage) {
-  const low = (coverage || []).filter((c) => c.share != null && c.share < COVERAGE_FLOOR);
-  if (!low.length) return '';
-  const spots = [...new Set(low.flatMap((c) => c.blind_spots || []))];
-  const seen = low.map((c) => pct(c.share)).join(', ');
+function coverageNote(cov) {
+  if (!cov || cov.share == null || cov.share >= COVERAGE_FLOOR) return '';
   return el('div', {id: 'tfd-coverage', class: 'note'},
-      `These figures cover only ${seen} of the bytes the kernel counted for the process. What tfdarshan cannot see:`,
-      el('ul', {}, ...spots.map((b) => el('li', {}, b))));
+      `These figures cover only ${pct(cov.share)} of the data I/O the kernel counted (all it counted but the `
+      + `${bytes(cov.excluded_bytes)} excluded by design); ${bytes(cov.unseen_bytes)} were not seen. What tfdarshan `
+      + 'cannot see:', el('ul', {}, ...(cov.blind_spots || []).map((b) => el('li', {}, b))));
 }
 
 function adviceSection(a) {

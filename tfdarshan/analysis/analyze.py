@@ -23,6 +23,8 @@ from tfdarshan.analysis import tables
 from tfdarshan.analysis.engine import engine
 
 TABLES = ("files", "ranks", "steps", "mounts", "rank_mounts")
+# the tables' layout: tables of another version are built again
+VERSION = "2"
 
 
 def rank_logs(session_dir: pathlib.Path) -> List[pathlib.Path]:
@@ -62,6 +64,7 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
                             ("mounts", per_mount), ("rank_mounts", frames["mounts"])):
             frame.to_parquet(tmp / name, write_index=False)
             written[name] = out / name
+        (tmp / "VERSION").write_text(VERSION)
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)                     # a reader never sees half the tables
     return {"where": where, "ranks": len(logs), "tables": written}
@@ -96,7 +99,8 @@ def ensure_tables(session_dir, *, scheduler: Optional[str] = None) -> pathlib.Pa
     d = pathlib.Path(session_dir) / "analysis"
     newest = max((p.stat().st_mtime for p in rank_logs(session_dir)), default=0.0)
     try:
-        fresh = all((d / n).exists() for n in TABLES) and d.stat().st_mtime >= newest
+        fresh = all((d / n).exists() for n in TABLES) and d.stat().st_mtime >= newest \
+            and (d / "VERSION").read_text() == VERSION
     except OSError:
         fresh = False
     if not fresh:

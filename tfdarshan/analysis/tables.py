@@ -15,12 +15,14 @@ from tfdarshan.logs.series import SETUP_STEP
 
 FILE_ROWS = {"path": "object", "mount": "object", "rank": "int64", "bytes_read": "int64",
              "bytes_written": "int64", "io_time": "float64", "opens": "int64"}
+# the rank's coverage record (capture/coverage.py), NaN without one
+COVERAGE = ("counted_bytes", "kernel_bytes", "excluded_bytes")
 # input_wait (a share, per rank) and a step's input_wait (seconds) are input_wait.py's:
 # wait_time and step_time are the sums over the rank's counted steps
 RANK_ROWS = {"rank": "int64", "log": "object", "host": "object", "files": "int64", "bytes_read": "int64",
              "bytes_written": "int64", "io_time": "float64", "step_time": "float64", "wait_time": "float64",
              "input_wait": "float64", "opens": "int64", "duration": "float64", "setup_time": "float64",
-             "setup_bytes": "int64"}
+             "setup_bytes": "int64", **{c: "float64" for c in COVERAGE}}
 STEP_ROWS = {"step": "int64", "rank": "int64", "bytes_read": "int64", "io_time": "float64",
              "input_wait": "float64", "duration": "float64", "counted": "bool"}
 MOUNT_ROWS = {"mount": "object", "fstype": "object", "rank": "int64", "files": "int64", "bytes_read": "int64",
@@ -68,7 +70,7 @@ def reduce_log(log: str, rank: int) -> Dict[str, pd.DataFrame]:
         "input_wait": input_wait.share(wait_time, step_time) if step_time > 0 else np.nan,
         "opens": int(files["opens"].sum()), "duration": float(snap.end - snap.start),
         "setup_time": float(setup["duration"].sum()) if len(setup) else np.nan,
-        "setup_bytes": int(setup["bytes_read"].sum())}]).astype(RANK_ROWS)
+        "setup_bytes": int(setup["bytes_read"].sum()), **_coverage(pathlib.Path(log))}]).astype(RANK_ROWS)
     by_mount = files.groupby("mount", as_index=False).agg(
         files=("path", "size"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"),
         io_time=("io_time", "sum"), opens=("opens", "sum")) if len(files) else empty(MOUNT_ROWS)
@@ -76,6 +78,17 @@ def reduce_log(log: str, rank: int) -> Dict[str, pd.DataFrame]:
     by_mount["fstype"] = by_mount["mount"].map(fstypes).fillna("")
     by_mount["rank"] = rank
     return {"files": files, "ranks": ranks, "steps": steps, "mounts": by_mount[list(MOUNT_ROWS)].astype(MOUNT_ROWS)}
+
+
+def _coverage(log: pathlib.Path) -> Dict[str, float]:
+    """The coverage record beside a log (NaN where it has none, or not a number)."""
+    import json
+    try:
+        c = json.loads(log.with_name(log.name[: -len(".darshan")] + ".coverage.json").read_text())
+    except (OSError, ValueError):
+        c = {}
+    ok = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0   # noqa: E731
+    return {k: float(c[k]) if isinstance(c, dict) and ok(c.get(k)) else np.nan for k in COVERAGE}
 
 
 def _steps(log: pathlib.Path, rank: int) -> pd.DataFrame:
