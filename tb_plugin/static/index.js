@@ -223,11 +223,17 @@ function adviceSection(a) {
   const adv = a.advice;
   box.append(el('h2', {}, 'Staging advice'));
   if (adv.summary) box.append(el('p', {}, adv.summary));
+  if (adv.plans) box.append(el('p', {id: 'tfd-plans'}, adv.plans.report));
   const items = el('ul');
   for (const item of adv.selection || []) {
-    items.append(el('li', {}, `${item.name}: ${bytes(item.bytes)}, saves ${seconds(item.saving)} (predicted)`));
+    const of = item.expected_time == null ? '' : ` of its ${seconds(item.expected_time)}`;
+    items.append(el('li', {}, `${item.name}: ${bytes(item.bytes)}, saves ${seconds(item.saving)}${of} (predicted)`));
   }
   box.append(items);
+  if ((adv.left_out || []).length) {
+    box.append(el('p', {class: 'muted', id: 'tfd-left-out'}, 'Left out (not training input): ' + adv.left_out.map(
+        (x) => `${x.files} files, ${bytes(x.bytes)}: ${x.reason}`).join('; ') + '.'));
+  }
   const findings = el('ul');
   for (const f of adv.findings || []) {
     findings.append(el('li', {}, el('span', {class: `level-${f.level}`}, `[${f.level}] `), `${f.title}: ${f.detail}`,
