@@ -105,6 +105,7 @@ def timeline(d: RankSessionData) -> Dict:
 
 def mounts(d: RankSessionData) -> Dict:
     t = d.mounts_table
+    t = t[t["mount"] != M.STREAMS]            # not storage: the file table lists them
     if t.empty:
         return {"mounts": []}
     names = views.tier_names(M.label(p, d.mounts) if p else "?" for p in t["mount"])

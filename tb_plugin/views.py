@@ -164,7 +164,16 @@ def runs(sessions: List[Session]) -> Dict:
                                           "labels": [process_label(h, c) for h, c in zip(s.hosts, captured)],
                                           "ranks": sum(".rank" in h for h in s.hosts),
                                           "job_log": s.job_log, "origin": origin(first)})
-    return {"runs": [{"run": r, "sessions": v} for r, v in out.items()]}
+    return {"runs": [{"run": r, "label": run_label(r), "sessions": v} for r, v in out.items()]}
+
+
+TOP_LEVEL = "(top level of the log directory)"
+
+
+def run_label(run: str) -> str:
+    """How the selector names a run: its path, and the log directory itself
+    (`tfdarshan run --logdir logs` writes there) in words, not as a dot."""
+    return TOP_LEVEL if run == "." else run
 
 
 def origin(metadata: Dict[str, str]) -> Optional[Dict]:
@@ -336,7 +345,7 @@ def steps(d: SessionData) -> Dict:
            "meta_time": st["meta_time"].tolist(), "bandwidth": [_clean(v) for v in bw], "mounts": {}}
     sf = d.step_files
     if not sf.empty:
-        sf = sf[sf["step"].isin(st["step"])]
+        sf = sf[sf["step"].isin(st["step"]) & ~(sf["path"].isin(M.STREAM_PATHS) if "path" in sf else False)]
     if not sf.empty and "mount" in sf:
         # the series store mount points: name them as the file table and the tier views do
         points = sf["mount"].unique()
@@ -357,6 +366,9 @@ def histograms(d: SessionData) -> Dict:
 
 def mounts(d: SessionData) -> Dict:
     t = d.files
+    if t.empty:
+        return {"mounts": []}
+    t = t[t["tier"] != M.STREAMS]          # not storage: the file table lists them
     if t.empty:
         return {"mounts": []}
     g = t.groupby("tier", as_index=False).agg(files=("path", "size"), bytes_read=("bytes_read", "sum"),

@@ -25,7 +25,7 @@ h2 { font-size: 15px; font-weight: 500; margin: 20px 0 8px; }
 table { border-collapse: collapse; width: 100%; font-size: 12px; }
 th, td { border-bottom: 1px solid #eee; padding: 4px 6px; text-align: right; white-space: nowrap; }
 th { cursor: pointer; user-select: none; background: #fafafa; position: sticky; top: 0; }
-td.path, th.path, td.tier { text-align: left; max-width: 520px; overflow: hidden; text-overflow: ellipsis; }
+td.path, th.path, td.tier, th.tier { text-align: left; max-width: 520px; overflow: hidden; text-overflow: ellipsis; }
 .muted { color: #777; font-size: 12px; }
 .error { color: #b00020; }
 .advice li { margin: 6px 0; }
@@ -64,7 +64,7 @@ export async function render() {
   const body = el('div', {id: 'tfd-body'});
   root.append(body);
 
-  for (const r of runs) selRun.append(el('option', {value: r.run}, r.run));
+  for (const r of runs) selRun.append(el('option', {value: r.run}, r.label || r.run));
   const fillSessions = () => {
     const r = runs.find((x) => x.run === selRun.value);
     // a flight recorder's dump is named by what made it
@@ -232,7 +232,7 @@ function adviceSection(a) {
   box.append(items);
   if ((adv.left_out || []).length) {
     box.append(el('p', {class: 'muted', id: 'tfd-left-out'}, 'Left out (not training input): ' + adv.left_out.map(
-        (x) => `${x.files} files, ${bytes(x.bytes)}: ${x.reason}`).join('; ') + '.'));
+        (x) => `${x.files} file${x.files === 1 ? '' : 's'}, ${bytes(x.bytes)}: ${x.reason}`).join('; ') + '.'));
   }
   const findings = el('ul');
   for (const f of adv.findings || []) {

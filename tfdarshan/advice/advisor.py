@@ -229,6 +229,8 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
             f"({int(p['POSIX_OPENS'].sum())} opens, {int(p['POSIX_STATS'].sum())} stats for {files} files).",
             "Fewer, larger files, or a tier with lower open latency (node-local disk, /dev/shm).",
             {"meta_share": meta_time / (read_time + meta_time)}))
+    if "training_input" in costs:
+        costs = costs[costs["training_input"]]
     if len(costs):
         # whole times each file was read (bytes read over its size): counts of files, not an average
         times = np.floor(costs["rereads"].to_numpy(np.float64) + 1e-9).astype(np.int64)

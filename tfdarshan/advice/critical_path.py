@@ -36,8 +36,11 @@ GREEDY_ROUNDS = 5_000       # past this many picks the greedy fills by summed sa
 def cells_of(costs: pd.DataFrame, step_files: pd.DataFrame, process: str = "host") -> pd.DataFrame:
     """(file index in costs, process, step, expected seconds) per cell: the
     step series' POSIX rows with the file's expected cost per metadata call
-    and per read applied to the cell's calls."""
+    and per read applied to the cell's calls. Training steps only, when
+    there are any (the set-up and the wind-down wait for no other rank)."""
     sf = step_files[step_files["module"] == "POSIX"] if "module" in step_files else step_files
+    if (sf["step"] >= 0).any():
+        sf = sf[sf["step"] >= 0]
     index = pd.Series(np.arange(len(costs)), index=costs["path"].to_numpy())
     sf = sf[sf["path"].isin(index.index)]
     f = index.reindex(sf["path"].to_numpy()).to_numpy()

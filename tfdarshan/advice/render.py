@@ -44,7 +44,7 @@ def left_out_text(left) -> list:
         return []
     lines = ["", "Left out (not training input):"]
     for x in left:
-        lines.append(f"  {x['files']} files, {human_bytes(x['bytes'])}: {x['reason']} "
+        lines.append(f"  {x['files']} file{'s' if x['files'] != 1 else ''}, {human_bytes(x['bytes'])}: {x['reason']} "
                      f"(e.g. {', '.join(x['examples'])})")
     return lines
 

@@ -57,7 +57,9 @@ def reduce_log(log: str, rank: int) -> Dict[str, pd.DataFrame]:
                 "opens": f[f"{module}_OPENS"].astype("int64")}))
     mounts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []] or M.current()
     files = pd.concat(parts, ignore_index=True) if parts else empty(FILE_ROWS)
-    files["mount"] = M.points_of(files["path"], mounts) if len(files) else pd.Series(dtype=object)
+    # the standard streams are on no mount: named as the tab names them
+    files["mount"] = np.where(files["path"].isin(M.STREAM_PATHS), M.STREAMS,
+                              M.points_of(files["path"], mounts)) if len(files) else pd.Series(dtype=object)
     files = files[list(FILE_ROWS)].astype(FILE_ROWS)
     steps = _steps(pathlib.Path(log), rank)
     real = steps[steps["counted"]]

@@ -198,13 +198,13 @@ def emit(args: argparse.Namespace, text: str) -> None:
         print(text)
 
 
-def rank_findings(session_dir, toml_files):
+def rank_findings(session_dir, toml_files, per_node: bool = False):
     """Stragglers, hot spot, imbalance and storms, for a session of several ranks."""
     from tfdarshan.advice import distributed, tiers as T
     from tfdarshan.analysis.analyze import rank_logs, tables_of
     if len(rank_logs(session_dir)) < distributed.MIN_RANKS:
         return []
-    return distributed.rank_findings(tables_of(session_dir), T.load(toml_files))
+    return distributed.rank_findings(tables_of(session_dir), T.load(toml_files), per_node=per_node)
 
 
 def per_node(args: argparse.Namespace, capacity) -> int:
@@ -225,7 +225,7 @@ def per_node(args: argparse.Namespace, capacity) -> int:
         snaps[host] = load_snapshot(session, stems=list(g["log"]))
         caps[host] = capacity_of(capacity, snaps[host], tier)
     plans = P.plan(snaps, tier, caps, ranks.groupby("host").size().to_dict())
-    findings = rank_findings(session.directory, args.tiers)
+    findings = rank_findings(session.directory, args.tiers, per_node=True)
     if args.format == "json":
         import dataclasses
         text = json.dumps({**plans.to_dict(), "findings": [dataclasses.asdict(f) for f in findings]}, indent=1)
