@@ -17,11 +17,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rank_session import PIPELINE, pipeline_inputs, real_session
+from rank_session import PIPELINE, pipeline_inputs, real_session, set_waits
 from tfdarshan.advice import distributed
 from tfdarshan.analysis.analyze import analyze, read_table, tables_of
 from tfdarshan.logs.logdir import find_sessions
-from tfdarshan.logs.series import read_parquet, write_parquet
 from tfdarshan_tb import rank_data, rank_views, views
 
 RANKS = 4
@@ -35,21 +34,7 @@ LENGTH = 0.1
 def session(tmp_path_factory):
     root = tmp_path_factory.mktemp("wait")
     d = real_session(root, PIPELINE, pipeline_inputs(root, RANKS), RANKS)
-    for path in d.glob("*.rank*.steps.parquet"):
-        r = int(path.name.split(".rank")[1].split(".")[0])
-        s = read_parquet(path)
-        real = s["step"] >= 0
-        # each training step LENGTH s long, one after the other from the first one's start
-        k = s.loc[real, "step"].to_numpy()
-        first = float(s.loc[real, "start"].min())
-        s.loc[real, "start"] = first + k * LENGTH
-        s.loc[real, "end"] = first + (k + 1) * LENGTH
-        length = s["end"] - s["start"]
-        factor = np.zeros(len(s))
-        factor[real.to_numpy()] = [FACTORS[r][int(k)] for k in s.loc[real, "step"]]
-        s["read_time"] = length * factor
-        s["meta_time"] = np.where(real, length * META, 0.0)
-        write_parquet(s, path)
+    set_waits(d, FACTORS, LENGTH, META)
     analyze(d)
     [sess] = find_sessions(root / "logs")
     return d, sess
