@@ -58,25 +58,24 @@ def test_verdict_and_ranks_chart_agree(page):
     from selenium.webdriver.common.by import By
     d = page
     share, text = verdict_share(d)
-    # the ranks chart's own data: per rank its share (the bar), its wait and step time (the hover)
+    # the rank views' own data: each rank's wait (the heatmap's row) and its share (the bar), so its step time
     [bars] = plotted(d, "tfd-rank-wait")
-    waits = [c[3] for c in bars["customdata"]]
-    lengths = [c[4] for c in bars["customdata"]]
-    assert len(bars["x"]) == 4
-    assert share == pytest.approx(sum(waits) / sum(lengths), abs=0.0005)       # the verdict's one decimal
-    for y, w, t in zip(bars["y"], waits, lengths):
-        assert y == pytest.approx(100 * w / t, rel=1e-9)
+    [heat] = plotted(d, "tfd-rank-heatmap")
+    waits = {int(r): sum(v for v in row if v is not None) for r, row in zip(heat["y"], heat["z"])}
+    shares = {int(x): y / 100 for x, y in zip(bars["x"], bars["y"])}
+    assert sorted(waits) == sorted(shares) == [0, 1, 2, 3]
+    lengths = {r: waits[r] / shares[r] for r in waits}
+    job = sum(waits.values()) / sum(lengths.values())
+    assert share == pytest.approx(job, abs=0.0005)       # the verdict's one decimal
+    # the bars' hover says the same seconds
+    for x, c in zip(bars["x"], bars["customdata"]):
+        assert c[3] == pytest.approx(waits[int(x)], rel=1e-9) and c[4] == pytest.approx(lengths[int(x)], rel=1e-9)
     # the verdict's bars give the same share, and say they are means over ranks
     verdict = plotted(d, "tfd-verdict-chart")
     io = sum(sum(t["y"]) for t in verdict if t["name"].startswith("file I/O"))
     total = sum(sum(t["y"]) for t in verdict)
-    assert io / total == pytest.approx(sum(waits) / sum(lengths), rel=1e-6)
+    assert io / total == pytest.approx(job, rel=1e-6)
     assert "capped at the step's length" in text and "mean over ranks" in text
-    # the heatmap's rows add up to the ranks' waits
-    [heat] = plotted(d, "tfd-rank-heatmap")
-    by_rank = {int(r): sum(v for v in row if v is not None) for r, row in zip(heat["y"], heat["z"])}
-    for r, w in zip(bars["x"], waits):
-        assert by_rank[int(r)] == pytest.approx(w, rel=1e-9)
     titles = [h.text for h in d.find_elements(By.TAG_NAME, "h2")]
     assert "Per step, mean over ranks: where the time went" in titles
     assert "Per step, summed over ranks: bytes and bandwidth" in titles
