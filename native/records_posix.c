@@ -35,8 +35,9 @@ void tfd_posix_open(int fd, int dirfd, const char *path, int64_t mode, uint64_t 
     if (fd < 0)
         return;
     char clean[2 * PATH_MAX];
-    int known = clean_path_at(dirfd, path, clean, sizeof(clean)) == 0;
-    int excluded = known && tfd_path_excluded(clean);
+    int rc = clean_path_at(dirfd, path, clean, sizeof(clean));
+    int known = rc == 0;
+    int excluded = rc == 1 || (known && tfd_path_excluded(clean));
     tfd_rec *r = known && !excluded ? record_for_clean(clean, TFD_MODULE_POSIX) : NULL;
     if (!r) {
         /* an fd we do not track must not keep a stale mapping */

@@ -165,7 +165,9 @@ tfd_rec *record_for_clean(const char *clean, int module)
 tfd_rec tfd_excluded;
 
 /* A path as Darshan names it, relative ones joined to the directory of
- * dirfd when it is one Darshan knows (else to the working directory). */
+ * dirfd when it is one Darshan knows (else to the working directory).
+ * 0 when cleaned, -1 when not, 1 when relative to an excluded directory:
+ * the path lies under it (hwloc walks /sys this way), so it is excluded. */
 int clean_path_at(int dirfd, const char *path, char *out, size_t out_len)
 {
     const char *p = path;
@@ -177,7 +179,9 @@ int clean_path_at(int dirfd, const char *path, char *out, size_t out_len)
         tfd_rec *d = NULL;
         if (dirfd < FD_TOP * FD_CHUNK && fd_posix[dirfd / FD_CHUNK])
             d = RELAXED_LOAD(fd_posix[dirfd / FD_CHUNK][dirfd % FD_CHUNK]);
-        if (d && d != EXCLUDED && d->path[0] == '/') {
+        if (d == EXCLUDED)
+            return 1;
+        if (d && d->path[0] == '/') {
             size_t dl = strlen(d->path), pl = strlen(path);
             if (dl + pl + 2 < sizeof(joined)) {
                 memcpy(joined, d->path, dl);
