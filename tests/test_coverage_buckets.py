@@ -33,6 +33,9 @@ long dup_read_whole(const char *p) { int fd = open(p, O_RDONLY); if (fd < 0) ret
 long stdio_read_whole(const char *p) { FILE *f = fopen(p, "rb"); if (!f) return -1; char b[4096]; long t = 0; size_t n;
                                        while ((n = fread(b, 1, sizeof b, f)) > 0) t += (long)n; fclose(f); return t; }
 void say(const char *s) { fputs(s, stderr); fflush(stderr); }
+long at_read_whole(const char *dir, const char *name) { int d = open(dir, O_RDONLY | O_DIRECTORY); if (d < 0) return -1;
+                                                         int fd = openat(d, name, O_RDONLY); close(d); if (fd < 0) return -1;
+                                                         long t = drain(fd); close(fd); return t; }
 """
 
 
@@ -49,12 +52,15 @@ def test_excluded_bytes_have_their_own_bucket(tmp_path, helper):
     sizes = {"data.bin": 300_000, "more.bin": 70_000, "mod.py": 120_000, "lib.so": 90_000, "cache.pyc": 50_000}
     for name, size in sizes.items():
         (tmp_path / name).write_bytes(os.urandom(size))
+    # and a directory excluded by the user, whose file is opened relative to it (as hwloc walks /sys)
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "inside.bin").write_bytes(os.urandom(40_000))
     script = tmp_path / "probe.py"
     script.write_text(textwrap.dedent(f"""
         import ctypes, json, sys, tfdarshan
         from tfdarshan.capture.recorder import RECORDER
         lib = ctypes.CDLL({str(helper)!r})
-        for f in ("posix_read_whole", "dup_read_whole", "stdio_read_whole"):
+        for f in ("posix_read_whole", "dup_read_whole", "stdio_read_whole", "at_read_whole"):
             getattr(lib, f).restype = ctypes.c_long
         tfdarshan.attach()
         warm = RECORDER.open_window()           # what a first window imports is read before this one
@@ -63,23 +69,24 @@ def test_excluded_bytes_have_their_own_bucket(tmp_path, helper):
         w = RECORDER.open_window()
         got = [lib.posix_read_whole(b"{tmp_path}/data.bin"), lib.stdio_read_whole(b"{tmp_path}/more.bin"),
                lib.posix_read_whole(b"{tmp_path}/mod.py"), lib.dup_read_whole(b"{tmp_path}/lib.so"),
-               lib.stdio_read_whole(b"{tmp_path}/cache.pyc")]
+               lib.stdio_read_whole(b"{tmp_path}/cache.pyc"), lib.at_read_whole(b"{tmp_path}/private", b"inside.bin")]
         snap = w.close()
         print(json.dumps({{"got": got, "coverage": snap.meta["coverage"],
                           "paths": sorted(snap.posix["path"]) + sorted(snap.stdio["path"])}}))
     """))
     # when
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "TFDARSHAN_EXCLUDE": f"{tmp_path}/private/"})
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     # then: what each call read is in its bucket; the excluded files have no record
-    assert out["got"] == [sizes[n] for n in ("data.bin", "more.bin", "mod.py", "lib.so", "cache.pyc")]
+    assert out["got"] == [sizes[n] for n in ("data.bin", "more.bin", "mod.py", "lib.so", "cache.pyc")] + [40_000]
     cov = out["coverage"]
     assert cov["counted_bytes"] == 300_000 + 70_000
-    excluded = 120_000 + 90_000 + 50_000
+    excluded = 120_000 + 90_000 + 50_000 + 40_000
     # (plus what the window itself reads of /proc/self/io and mountinfo, excluded paths: a few kB)
     assert excluded <= cov["excluded_bytes"] <= excluded + 8192, cov
-    assert not [p for p in out["paths"] if p.endswith((".py", ".so", ".pyc"))]
+    assert not [p for p in out["paths"] if p.endswith((".py", ".so", ".pyc", "inside.bin"))]
     assert cov["unseen_bytes"] <= 0.02 * cov["kernel_bytes"], cov
     assert cov["share"] == pytest.approx(min(cov["counted_bytes"] / (cov["kernel_bytes"] - cov["excluded_bytes"]), 1))
     assert cov["share"] >= 0.98 and cov["share_of_all"] < 0.6
