@@ -138,3 +138,19 @@ def test_objective_total_stages_the_summed_plan(skewed):
     assert plans["objective"] == "total"
     assert {f["path"] for f in a["files"]} and len(a["files"]) == plans["total"]["files"]
     assert a["predicted_saving"] == pytest.approx(plans["total"]["summed_saving"], rel=1e-9)
+
+
+def test_without_step_series_the_window_is_one_step(skewed, tmp_path):
+    # the same logs, imported without their series: each rank's window is its one step
+    d, _, fast, toml = skewed
+    bare = tmp_path / "logs" / "plugins" / "tfdarshan" / d.name
+    bare.mkdir(parents=True)
+    for log in d.glob("*.rank*.darshan"):
+        (bare / log.name).write_bytes(log.read_bytes())
+    r = subprocess.run([sys.executable, "-m", "tfdarshan", "recommend", str(bare), "--fast-tier", str(fast), "--tiers",
+                        str(toml), "--capacity", f"{int(2.5 * SHARD)}B", "--no-store", "--format", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    a = json.loads(r.stdout)
+    assert a["plans"]["steps"] == 1 and a["plans"]["objective"] == "critical-path"
+    assert all(os.path.basename(f["path"]).startswith("r3_") for f in a["files"]) and len(a["files"]) == 2

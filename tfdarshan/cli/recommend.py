@@ -75,7 +75,8 @@ def _load(source: str, session: str = None):
     from tfdarshan.logs.logdir import load_snapshot, load_steps, pick_session, session_at
     path = pathlib.Path(source)
     if path.is_dir():
-        s, count = (session_at(path), 1) if session_at(path) and not session else pick_session(path, session)
+        here = None if session else session_at(path)
+        s, count = (here, 1) if here else pick_session(path, session)
         others = f"; the newest of {count}, --session picks another" if count > 1 else ""
         picked = (f"run {s.run}, session {s.name} ({len(s.hosts)} process"
                   f"{'es' if len(s.hosts) != 1 else ''}{others})")
@@ -154,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
         raise TfdarshanError("--objective critical-path plans for a session of several ranks; this one has one "
                              "process (its plan is the total one)")
     if ranked and args.granularity == "file":
-        job_plans(advice, step_files, args.objective or "critical-path")
+        job_plans(advice, step_files if step_files is not None and len(step_files) else
+                  window_files(session), args.objective or "critical-path")
     if session_dir is not None:
         advice.findings.extend(rank_findings(session_dir, args.tiers))
     text = {"text": advice_report.render_text, "json": advice_report.render_json,
@@ -174,6 +176,20 @@ def run(args: argparse.Namespace) -> int:
     if picked:
         print(f"tfdarshan recommend: read {picked}", file=sys.stderr)
     return 0
+
+
+def window_files(session):
+    """Without step series (imported logs): each rank's window as one step,
+    from its own log, in the step series' columns."""
+    import pandas as pd
+    from tfdarshan.logs.logdir import load_snapshot
+    from tfdarshan.logs.series import WINDOW_STEP
+    parts = []
+    for host in session.hosts:
+        p = load_snapshot(session, host).posix
+        parts.append(pd.DataFrame({"step": WINDOW_STEP, "host": host, "module": "POSIX", "path": p["path"],
+                                   "opens": p["POSIX_OPENS"], "stats": p["POSIX_STATS"], "reads": p["POSIX_READS"]}))
+    return pd.concat(parts, ignore_index=True) if parts else None
 
 
 def job_plans(advice, step_files, objective: str) -> None:
