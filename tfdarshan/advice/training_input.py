@@ -60,14 +60,24 @@ def reasons(paths: Sequence[str], in_steps: Optional[np.ndarray] = None) -> np.n
 
 def read_in_steps(paths: Sequence[str], step_files: Optional[pd.DataFrame]) -> Optional[np.ndarray]:
     """Whether each path was read in a training step of the series (any
-    process's); None when the series has no training steps."""
+    process's), or belongs to a dataset that was (same directory and shard
+    pattern: a pipeline prefetches its first files before the first step
+    begins); None when the series has no training steps."""
     if step_files is None or step_files.empty or "path" not in step_files:
         return None
     real = step_files[step_files["step"] >= 0]
     if real.empty:
         return None
     read = real[(real["reads"] > 0) | (real["bytes_read"] > 0)]
-    return pd.Series(list(paths), dtype=object).isin(set(read["path"])).to_numpy(bool)
+    s = pd.Series(list(paths), dtype=object)
+    inside = s.isin(set(read["path"])).to_numpy(bool)
+    patterns = set(pattern(pd.Series(read["path"].unique(), dtype=object)))
+    return inside | pattern(s).isin(patterns).to_numpy(bool)
+
+
+def pattern(paths: pd.Series) -> pd.Series:
+    """train-00003-of-01024.tfrecord -> <dir>/train-*-of-*.tfrecord (digits are shard numbers)."""
+    return paths.astype(str).str.replace(r"\d+(?=[^/]*$)", "*", regex=True) if len(paths) else paths
 
 
 def left_out(paths: Sequence[str], sizes: Sequence[int], why: np.ndarray) -> List[Dict]:
