@@ -113,7 +113,8 @@ def mounts(d: RankSessionData) -> Dict:
         files=("files", "sum"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"))
     # no read or write time of their own in the tables: no per-tier bandwidth
     g["read_bandwidth"] = g["write_bandwidth"] = None
-    return {"mounts": [{k: views._clean(v) for k, v in r.items()} for r in g.to_dict("records")]}
+    return {"mounts": [{k: views._clean(v) for k, v in r.items()} for r in g.to_dict("records")],
+            "over": input_wait.SUM_OVER_RANKS}
 
 
 def files(d: RankSessionData, sort: Optional[str] = None, order: str = "desc", offset: int = 0,

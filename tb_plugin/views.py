@@ -301,7 +301,7 @@ def verdict(d: SessionData) -> Dict:
     xp = d.xprof
     n = len(d.hosts)
     out = {"series": bool(len(d.steps)), "steps": [], "share": None, "label": input_label(n),
-           "over": input_wait.MEAN_OVER_RANKS if n > 1 else None,
+           "over": input_wait.MEAN_OVER_PROCESSES if n > 1 else None,
            "xprof": None if xp is None else {"error": xp.get("error"), "measured": bool(xp.get("measured")),
                                              "input_percent": _clean(xp.get("input_percent"))}}
     g = input_wait.per_step(cells, n)
@@ -338,7 +338,7 @@ def steps(d: SessionData) -> Dict:
     io = st["read_time"] + st["write_time"]
     bw = np.where(io > 0, (st["bytes_read"] + st["bytes_written"]) / io.where(io > 0, 1), np.nan)
     out = {"steps": st["step"].tolist(), "duration": (st["end"] - st["start"]).tolist(),
-           "over": input_wait.SUM_OVER_RANKS.replace("ranks", "processes") if len(d.hosts) > 1 else None,
+           "over": input_wait.SUM_OVER_PROCESSES if len(d.hosts) > 1 else None,
            "cut_by_window_end": st["cut"].tolist(),
            "bytes_read": st["bytes_read"].tolist(), "bytes_written": st["bytes_written"].tolist(),
            "ops": (st["reads"] + st["writes"]).tolist(), "io_time": io.tolist(),
@@ -381,7 +381,8 @@ def mounts(d: SessionData) -> Dict:
     for op, moved in (("read", "bytes_read"), ("write", "bytes_written")):
         spent = g[f"{op}_time"]
         g[f"{op}_bandwidth"] = np.where(spent > 0, g[moved] / spent.where(spent > 0, 1), np.nan)
-    return {"mounts": [{k: _clean(v) for k, v in r.items()} for r in g.to_dict("records")]}
+    return {"mounts": [{k: _clean(v) for k, v in r.items()} for r in g.to_dict("records")],
+            "over": input_wait.SUM_OVER_PROCESSES if len(d.hosts) > 1 else None}
 
 
 def timeline(d: SessionData) -> Dict:

@@ -79,6 +79,7 @@ def test_verdict_and_ranks_chart_agree(page):
     titles = [h.text for h in d.find_elements(By.TAG_NAME, "h2")]
     assert "Per step, mean over ranks: where the time went" in titles
     assert "Per step, summed over ranks: bytes and bandwidth" in titles
+    assert "Storage tiers: bytes moved, summed over ranks" in titles
     # a coverage card over the job's ranks
     card = d.find_element(By.CSS_SELECTOR, "#tfd-summary [data-key=coverage]").text
     assert "4 ranks added up" in card and "%" in card

@@ -114,7 +114,7 @@ export function figures(steps, hist, mounts, timeline) {
   const ops = (labels) => axis('operation', {categoryorder: 'array', categoryarray: labels});
   const moved = byTier([['read', 'bytes_read'], ['written', 'bytes_written']]);
   if (moved.length) {
-    out.push({id: 'tfd-mounts', title: 'Storage tiers: bytes moved', data: moved,
+    out.push({id: 'tfd-mounts', title: `Storage tiers: bytes moved${mounts.over ? `, ${mounts.over}` : ''}`, data: moved,
       layout: layout({barmode: 'group', xaxis: ops(['read', 'written']), yaxis: amount('bytes')})});
   }
   const speed = byTier([['read', 'read_bandwidth'], ['write', 'write_bandwidth']], MIB);

@@ -23,6 +23,7 @@ from tfdarshan.logs.series import CUT_COLUMN
 LABEL = "share of step time in file I/O calls"
 CAPPED = "each step's I/O time capped at the step's length"
 SUM_OVER_RANKS, MEAN_OVER_RANKS = "summed over ranks", "mean over ranks"
+SUM_OVER_PROCESSES, MEAN_OVER_PROCESSES = "summed over processes", "mean over processes"
 
 
 def waits(read_time, meta_time, duration) -> np.ndarray:
