@@ -181,6 +181,9 @@ struct tfd_thread {
     int state;                  /* THREAD_*: set by the thread's exit, the collector and a new thread */
     /* running totals for the cheap live pull (tfd_live) */
     int64_t tot_bytes_read, tot_bytes_written, tot_reads, tot_writes, tot_opens, tot_ticks;
+    /* bytes moved on excluded paths (imports, libraries, system files):
+     * not recorded per file, only counted, so coverage can tell them apart */
+    int64_t excl_read, excl_written;
     int creating;               /* inside record creation (holds create_lock) */
     tfd_shard ***dir;           /* record index -> this thread's shard */
     /* shards first written in an interval, by interval parity: the thread
@@ -239,6 +242,10 @@ extern int64_t trace_budget TFD_HIDDEN;
 extern tfd_rec **fd_posix[FD_TOP] TFD_HIDDEN;
 typedef struct stream_slot { FILE *stream; tfd_rec *rec; } stream_slot;
 extern stream_slot *fd_stdio[FD_TOP] TFD_HIDDEN;
+/* What a descriptor or stream of an excluded path maps to (not NULL, which
+ * is "not a file we know"): its bytes go to the thread's excl_* counts. */
+extern tfd_rec tfd_excluded TFD_HIDDEN;
+#define EXCLUDED (&tfd_excluded)
 
 /* ----------------------------------------------------------------- helpers */
 #define RELAXED_LOAD(p) __atomic_load_n(&(p), __ATOMIC_RELAXED)
@@ -268,6 +275,8 @@ tfd_rec *new_record(uint64_t id, int module, const char *path) TFD_HIDDEN;
 tfd_rec **posix_slot(int fd, int create) TFD_HIDDEN;
 tfd_rec *record_for_clean(const char *clean, int module) TFD_HIDDEN;
 tfd_rec *record_for_path(int dirfd, const char *path, int module) TFD_HIDDEN;
+int clean_path_at(int dirfd, const char *path, char *out, size_t out_len) TFD_HIDDEN;
+tfd_rec *stdio_rec_any(FILE *stream) TFD_HIDDEN;
 void stdio_map(FILE *stream, tfd_rec *r) TFD_HIDDEN;
 tfd_rec *stdio_rec(FILE *stream) TFD_HIDDEN;
 stream_slot *stdio_slot(int fd, int create) TFD_HIDDEN;
@@ -390,10 +399,32 @@ static inline uint64_t table_hash(uint64_t id, int module)
     return h ^ (h >> 32);
 }
 
-static inline __attribute__((always_inline)) tfd_rec *posix_rec(int fd)
+/* fd -> its record, EXCLUDED or NULL */
+static inline __attribute__((always_inline)) tfd_rec *posix_rec_any(int fd)
 {
     tfd_rec **slot = posix_slot(fd, 0);
     return slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* fd -> its record, or NULL (an excluded path has none) */
+static inline __attribute__((always_inline)) tfd_rec *posix_rec(int fd)
+{
+    tfd_rec *r = posix_rec_any(fd);
+    return r == EXCLUDED ? NULL : r;
+}
+
+/* Bytes on an excluded path: counted by the thread, outside any update. */
+static inline void count_excluded(int is_write, int64_t bytes)
+{
+    tfd_thread *t = self;
+    if (TFD_UNLIKELY(!t) && !(t = thread_self()))
+        return;
+    if ((t->seq & 1) | t->suppressed)
+        return;
+    if (is_write)
+        RELAXED_STORE(t->excl_written, t->excl_written + bytes);
+    else
+        RELAXED_STORE(t->excl_read, t->excl_read + bytes);
 }
 
 /* POSIX_RECORD_READ / POSIX_RECORD_WRITE in one body */
@@ -401,9 +432,13 @@ static inline __attribute__((always_inline)) tfd_rec *posix_rec(int fd)
 static inline __attribute__((always_inline)) void
 posix_data(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2, const int is_write)
 {
-    tfd_rec *r = posix_rec(fd);
+    tfd_rec *r = posix_rec_any(fd);
     if (!r)
         return;
+    if (TFD_UNLIKELY(r == EXCLUDED)) {
+        count_excluded(is_write, ret);
+        return;
+    }
     update u;
     if (!begin(&u, r))
         return;

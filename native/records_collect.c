@@ -134,10 +134,10 @@ void tfd_records_sync_open_fds(void)
         char clean[2 * PATH_MAX];
         if (tfd_clean_path(target, clean, sizeof(clean)) != 0)
             continue;
-        tfd_rec *r = record_for_clean(clean, TFD_MODULE_POSIX);
+        tfd_rec *r = tfd_path_excluded(clean) ? EXCLUDED : record_for_clean(clean, TFD_MODULE_POSIX);
         if (!r)
             continue;
-        off_t pos = lseek((int)fd, 0, SEEK_CUR);
+        off_t pos = r == EXCLUDED ? -1 : lseek((int)fd, 0, SEEK_CUR);
         if (pos >= 0)
             RELAXED_STORE(r->offset, (int64_t)pos);
         tfd_rec *none = NULL;
@@ -195,12 +195,12 @@ static void reset_after_fork(void)
     for (int hi = 0; hi < FD_TOP; hi++) {
         for (int lo = 0; fd_posix[hi] && lo < FD_CHUNK; lo++) {
             tfd_rec *o = fd_posix[hi][lo];
-            if (o)
+            if (o && o != EXCLUDED)
                 fd_posix[hi][lo] = map ? map[o->index] : NULL;
         }
         for (int lo = 0; fd_stdio[hi] && lo < FD_CHUNK; lo++) {
             tfd_rec *o = fd_stdio[hi][lo].rec;
-            if (o)
+            if (o && o != EXCLUDED)
                 fd_stdio[hi][lo].rec = map ? map[o->index] : NULL;
         }
     }
@@ -391,8 +391,11 @@ int tfd_live(tfd_live_totals *out)
         out->writes += RELAXED_LOAD(t->tot_writes);
         out->opens += RELAXED_LOAD(t->tot_opens);
         out->io_ticks += RELAXED_LOAD(t->tot_ticks);
+        out->excluded_read += RELAXED_LOAD(t->excl_read);
+        out->excluded_written += RELAXED_LOAD(t->excl_written);
     }
     out->files = __atomic_load_n(&n_records, __ATOMIC_ACQUIRE);
+    out->excluded_read += __atomic_load_n(&tfd_maps_bytes, __ATOMIC_RELAXED);
     return 0;
 }
 

@@ -34,12 +34,16 @@ void tfd_posix_open(int fd, int dirfd, const char *path, int64_t mode, uint64_t 
 {
     if (fd < 0)
         return;
-    tfd_rec *r = record_for_path(dirfd, path, TFD_MODULE_POSIX);
+    char clean[2 * PATH_MAX];
+    int rc = clean_path_at(dirfd, path, clean, sizeof(clean));
+    int known = rc == 0;
+    int excluded = rc == 1 || (known && tfd_path_excluded(clean));
+    tfd_rec *r = known && !excluded ? record_for_clean(clean, TFD_MODULE_POSIX) : NULL;
     if (!r) {
         /* an fd we do not track must not keep a stale mapping */
-        tfd_rec **slot = posix_slot(fd, 0);
+        tfd_rec **slot = posix_slot(fd, excluded);
         if (slot)
-            __atomic_store_n(slot, NULL, __ATOMIC_RELEASE);
+            __atomic_store_n(slot, excluded ? EXCLUDED : NULL, __ATOMIC_RELEASE);
         return;
     }
     posix_open_record(r, fd, mode, 1, -1, t1, t2);
@@ -47,11 +51,11 @@ void tfd_posix_open(int fd, int dirfd, const char *path, int64_t mode, uint64_t 
 
 void tfd_posix_refopen(int oldfd, int newfd, int is_dup, uint64_t t1, uint64_t t2)
 {
-    tfd_rec *r = posix_rec(oldfd);
-    if (!r) {
-        tfd_rec **slot = posix_slot(newfd, 0);
+    tfd_rec *r = posix_rec_any(oldfd);
+    if (!r || r == EXCLUDED) {
+        tfd_rec **slot = posix_slot(newfd, r == EXCLUDED);
         if (slot)
-            __atomic_store_n(slot, NULL, __ATOMIC_RELEASE);
+            __atomic_store_n(slot, r, __ATOMIC_RELEASE);
         return;
     }
     posix_open_record(r, newfd, 0, 0, is_dup ? S_DUPS : S_FILENOS, t1, t2);
@@ -182,7 +186,7 @@ void *tfd_posix_close_begin(int fd)
 void tfd_posix_close_end(void *token, uint64_t t1, uint64_t t2)
 {
     tfd_rec *r = token;
-    if (!r)
+    if (!r || r == EXCLUDED)
         return;
     update u;
     if (!begin(&u, r))

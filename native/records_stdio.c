@@ -27,7 +27,13 @@ void tfd_stdio_open(FILE *stream, const char *path, uint64_t t1, uint64_t t2)
 {
     if (!stream)
         return;
-    tfd_rec *r = record_for_path(AT_FDCWD, path, TFD_MODULE_STDIO);
+    char clean[2 * PATH_MAX];
+    int known = clean_path_at(AT_FDCWD, path, clean, sizeof(clean)) == 0;
+    if (known && tfd_path_excluded(clean)) {
+        stdio_map(stream, EXCLUDED);
+        return;
+    }
+    tfd_rec *r = known ? record_for_clean(clean, TFD_MODULE_STDIO) : NULL;
     if (!r) {
         stream_slot *s = stdio_slot(fileno_unlocked(stream), 0);
         if (s)
@@ -39,9 +45,13 @@ void tfd_stdio_open(FILE *stream, const char *path, uint64_t t1, uint64_t t2)
 
 void tfd_stdio_fdopen(FILE *stream, int fd, uint64_t t1, uint64_t t2)
 {
-    tfd_rec *p = posix_rec(fd);
+    tfd_rec *p = posix_rec_any(fd);
     if (!stream || !p)
         return;
+    if (p == EXCLUDED) {
+        stdio_map(stream, EXCLUDED);
+        return;
+    }
     tfd_rec *r = record_for_clean(p->path, TFD_MODULE_STDIO);
     if (r)
         stdio_open_record(r, stream, 0, 1, t1, t2);
@@ -49,8 +59,12 @@ void tfd_stdio_fdopen(FILE *stream, int fd, uint64_t t1, uint64_t t2)
 
 void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2)
 {
-    tfd_rec *r = stdio_rec(stream);
+    tfd_rec *r = stdio_rec_any(stream);
     update u;
+    if (r == EXCLUDED) {
+        count_excluded(0, bytes);
+        return;
+    }
     if (!r || !begin(&u, r))
         return;
     int64_t off = RELAXED_LOAD(r->offset);
@@ -70,8 +84,12 @@ void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2)
 
 void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uint64_t t2)
 {
-    tfd_rec *r = stdio_rec(stream);
+    tfd_rec *r = stdio_rec_any(stream);
     update u;
+    if (r == EXCLUDED) {
+        count_excluded(1, bytes);
+        return;
+    }
     if (!r || !begin(&u, r))
         return;
     int64_t off = RELAXED_LOAD(r->offset);

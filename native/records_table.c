@@ -162,18 +162,25 @@ tfd_rec *record_for_clean(const char *clean, int module)
     return r;
 }
 
-tfd_rec *record_for_path(int dirfd, const char *path, int module)
+tfd_rec tfd_excluded;
+
+/* A path as Darshan names it, relative ones joined to the directory of
+ * dirfd when it is one Darshan knows (else to the working directory).
+ * 0 when cleaned, -1 when not, 1 when relative to an excluded directory:
+ * the path lies under it (hwloc walks /sys this way), so it is excluded. */
+int clean_path_at(int dirfd, const char *path, char *out, size_t out_len)
 {
-    char stackbuf[2 * PATH_MAX];
     const char *p = path;
     char joined[2 * PATH_MAX];
     if (!path || !*path)
-        return NULL;
+        return -1;
     /* openat/fstatat relative to a directory Darshan knows: join the names */
     if (path[0] != '/' && dirfd >= 0 && dirfd != AT_FDCWD) {
         tfd_rec *d = NULL;
         if (dirfd < FD_TOP * FD_CHUNK && fd_posix[dirfd / FD_CHUNK])
             d = RELAXED_LOAD(fd_posix[dirfd / FD_CHUNK][dirfd % FD_CHUNK]);
+        if (d == EXCLUDED)
+            return 1;
         if (d && d->path[0] == '/') {
             size_t dl = strlen(d->path), pl = strlen(path);
             if (dl + pl + 2 < sizeof(joined)) {
@@ -185,9 +192,15 @@ tfd_rec *record_for_path(int dirfd, const char *path, int module)
             }
         }
     }
-    if (tfd_clean_path(p, stackbuf, sizeof(stackbuf)) != 0)
+    return tfd_clean_path(p, out, out_len);
+}
+
+tfd_rec *record_for_path(int dirfd, const char *path, int module)
+{
+    char clean[2 * PATH_MAX];
+    if (clean_path_at(dirfd, path, clean, sizeof(clean)) != 0)
         return NULL;
-    return record_for_clean(stackbuf, module);
+    return record_for_clean(clean, module);
 }
 
 tfd_rec **posix_slot(int fd, int create)
@@ -229,7 +242,8 @@ stream_slot *stdio_slot(int fd, int create)
     return &chunk[fd % FD_CHUNK];
 }
 
-tfd_rec *stdio_rec(FILE *stream)
+/* stream -> its record, EXCLUDED or NULL */
+tfd_rec *stdio_rec_any(FILE *stream)
 {
     if (!stream)
         return NULL;
@@ -237,6 +251,13 @@ tfd_rec *stdio_rec(FILE *stream)
     if (!s || __atomic_load_n(&s->stream, __ATOMIC_ACQUIRE) != stream)
         return NULL;
     return RELAXED_LOAD(s->rec);
+}
+
+/* stream -> its record, or NULL (an excluded path has none) */
+tfd_rec *stdio_rec(FILE *stream)
+{
+    tfd_rec *r = stdio_rec_any(stream);
+    return r == EXCLUDED ? NULL : r;
 }
 
 void stdio_map(FILE *stream, tfd_rec *r)

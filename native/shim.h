@@ -76,6 +76,7 @@ void tfd_patch_atfork_child(void) TFD_HIDDEN;
 
 /* ---- maps.c: memory protection for the patcher */
 void tfd_maps_load(void) TFD_HIDDEN;                 /* read /proc/self/maps */
+extern int64_t tfd_maps_bytes TFD_HIDDEN;            /* bytes it has read so far */
 int tfd_maps_prot(uintptr_t addr) TFD_HIDDEN;        /* PROT_* of addr, -1 if unmapped */
 int tfd_maps_write(void **slot, void *value) TFD_HIDDEN;
 
