@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from tfdarshan.advice import checkpoint_findings
+from tfdarshan.advice import checkpoint_findings, mapped_input
 from tfdarshan.advice import tiers as T
 from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.compare import compare_runs  # noqa: F401  (re-exported)
@@ -158,7 +158,7 @@ class Finding:
 
 def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] = None) -> List[Finding]:
     p = snap.posix[snap.posix["POSIX_READS"] > 0]
-    out: List[Finding] = _mapped_input(costs)
+    out: List[Finding] = [Finding(**f) for f in mapped_input.findings(costs)]
     if p.empty:
         return out
     reads = int(p["POSIX_READS"].sum())
@@ -256,29 +256,6 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
             "interleave(..., num_parallel_calls=tf.data.AUTOTUNE), and prefetch.",
             {"concurrency": conc}))
     return out
-
-
-def _mapped_input(costs: pd.DataFrame) -> List[Finding]:
-    """Input read through memory maps: a staging candidate like any other,
-    with the bytes its mappings brought in (an estimate) and how its read
-    time was priced, since no call measured it."""
-    m = costs[costs["mmap_bytes"] > 0] if len(costs) else costs
-    if m.empty:
-        return []
-    m = m.sort_values("mmap_bytes", ascending=False)
-    unpriced = m[m["mmap_priced"] == ""]
-    names = ", ".join(f"{x.path} (~{x.mmap_bytes / 2**20:.1f} MiB)" for x in m.head(3).itertuples())
-    more = f" and {len(m) - 3} more" if len(m) > 3 else ""
-    how = (f"{len(unpriced)} of them could not be priced (no probed tier and no reads measured on their mount), "
-           f"so no saving is claimed for them" if len(unpriced) else
-           "their read time is priced from " + ", ".join(sorted(set(m["mmap_priced"]))))
-    return [Finding(
-        "INFO", "Input read through memory maps",
-        f"{len(m)} files were read through mmap: {names}{more}, {int(m['mmap_bytes'].sum()) / 2**20:.1f} MiB in "
-        f"all (an estimate from the pages mapped). Page faults are not calls, so no read time was measured; {how}.",
-        "They are staging candidates like any input file (counted here with their mapped bytes): stage them, "
-        "and probe their tier (tfdarshan probe <mount>) to price the saving.",
-        {"files": int(len(m)), "mmap_bytes": int(m["mmap_bytes"].sum()), "unpriced": int(len(unpriced))})]
 
 
 def _zero_read_cost(snap: Snapshot) -> Optional[float]:
