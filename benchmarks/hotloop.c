@@ -1,14 +1,49 @@
-/* The hot-path benchmark's native loops (benchmarks/bench_hotpath.py).
- * fread_loop calls fread through this library's GOT entry, which the shim
- * patches; the *_via loops call a given function pointer (a stub, or a
- * wrapper whose original is that stub), so no GOT is involved. */
+/* The hot-path benchmarks' native loops (bench_hotpath.py, bench_peers.py,
+ * bench_instructions.py). Every loop calls libc through this library's own
+ * GOT, as a data loader's C++ code would, so the shim's patch, a library
+ * under LD_PRELOAD and GOTCHA all reach it; the *_via loops call a given
+ * function pointer instead (a stub, or a wrapper whose original is that
+ * stub), so no GOT is involved.
+ *
+ * Built with -DTFD_INSTRUCTIONS, each loop is bracketed by callgrind client
+ * requests: statistics are zeroed as it starts and dumped, labelled with the
+ * string given to ir_label(), as it ends, so a dump holds exactly one loop's
+ * instructions. Without it the brackets are empty. */
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
+#ifdef TFD_INSTRUCTIONS
+#include <valgrind/callgrind.h>
+static char label[256];
+void ir_label(const char *s)
+{
+    strncpy(label, s, sizeof(label) - 1);
+}
+#define LOOP_BEGIN() CALLGRIND_ZERO_STATS
+#define LOOP_END() CALLGRIND_DUMP_STATS_AT(label)
+#else
+void ir_label(const char *s)
+{
+    (void)s;
+}
+#define LOOP_BEGIN() ((void)0)
+#define LOOP_END() ((void)0)
+#endif
+
+/* n freads of size bytes; at the end of the file it rewinds (not counted) */
 long fread_loop(FILE *f, long n, long size)
 {
-    char buf[256];
+    char buf[65536];
     long total = 0;
+    if (size > (long)sizeof(buf))
+        return -1;
+    LOOP_BEGIN();
     for (long i = 0; i < n; i++) {
         size_t got = fread(buf, (size_t)size, 1, f);
         if (got == 0) {
@@ -17,6 +52,78 @@ long fread_loop(FILE *f, long n, long size)
         }
         total += (long)got;
     }
+    LOOP_END();
+    return total;
+}
+
+/* n preads of size bytes at offset 0: served from the page cache */
+long pread_loop(int fd, long n, long size)
+{
+    char *buf = aligned_alloc(4096, (size_t)(size + 4095) & ~(size_t)4095);
+    long total = 0;
+    if (!buf)
+        return -1;
+    LOOP_BEGIN();
+    for (long i = 0; i < n; i++)
+        total += pread(fd, buf, (size_t)size, 0);
+    LOOP_END();
+    free(buf);
+    return total;
+}
+
+/* n open/close pairs of one file */
+long open_close_loop(const char *path, long n)
+{
+    long total = 0;
+    LOOP_BEGIN();
+    for (long i = 0; i < n; i++) {
+        int fd = open(path, O_RDONLY);
+        total += fd >= 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    LOOP_END();
+    return total;
+}
+
+/* n fopen/fclose pairs of one file */
+long fopen_fclose_loop(const char *path, long n)
+{
+    long total = 0;
+    LOOP_BEGIN();
+    for (long i = 0; i < n; i++) {
+        FILE *f = fopen(path, "rb");
+        total += f != NULL;
+        if (f)
+            fclose(f);
+    }
+    LOOP_END();
+    return total;
+}
+
+/* what tf.io.read_file does per file: stat, open, one pread of the whole
+ * file, a zero-length pread at the end, close */
+long read_file_loop(const char *path, long n, long size)
+{
+    char *buf = aligned_alloc(4096, (size_t)(size + 4096 + 4095) & ~(size_t)4095);
+    long total = 0;
+    if (!buf)
+        return -1;
+    LOOP_BEGIN();
+    for (long i = 0; i < n; i++) {
+        struct stat st;
+        if (stat(path, &st) != 0)
+            continue;
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            continue;
+        ssize_t got = pread(fd, buf, (size_t)size, 0);
+        if (got > 0)
+            total += got + pread(fd, buf + got, 4096, got);
+        close(fd);
+    }
+    LOOP_END();
+    free(buf);
     return total;
 }
 
@@ -24,8 +131,10 @@ long pread_via(ssize_t (*fn)(int, void *, size_t, off_t), int fd, long n, long s
 {
     char buf[4096];
     long total = 0;
+    LOOP_BEGIN();
     for (long i = 0; i < n; i++)
         total += fn(fd, buf, (size_t)size, 0);
+    LOOP_END();
     return total;
 }
 
@@ -33,19 +142,42 @@ long fread_via(size_t (*fn)(void *, size_t, size_t, FILE *), FILE *f, long n, lo
 {
     char buf[256];
     long total = 0;
+    LOOP_BEGIN();
     for (long i = 0; i < n; i++)
         total += (long)fn(buf, (size_t)size, 1, f);
+    LOOP_END();
     return total;
 }
 
 /* fopen/fclose through this library's GOT: a stream opened while attached
- * is one the shim records (as a data loader's would be) */
+ * is one the shim records (as a data loader's would be). buffer: the
+ * stream's buffer in bytes (0: unbuffered, -1: libc's default). */
+FILE *open_stream_buffered(const char *path, long buffer)
+{
+    FILE *f = fopen(path, "rb");
+    if (f && buffer >= 0 && setvbuf(f, NULL, buffer ? _IOFBF : _IONBF, (size_t)buffer) != 0) {
+        fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
 FILE *open_stream(const char *path)
 {
-    return fopen(path, "rb");
+    return open_stream_buffered(path, -1);
 }
 
 int close_stream(FILE *f)
 {
     return fclose(f);
+}
+
+int open_fd(const char *path)
+{
+    return open(path, O_RDONLY);
+}
+
+int close_fd(int fd)
+{
+    return close(fd);
 }
