@@ -194,8 +194,6 @@ struct tfd_thread {
 };
 
 /* ----------------------------------------------------------- shared state (defined in records_shards.c) */
-extern char **include_prefixes TFD_HIDDEN, **exclude_prefixes TFD_HIDDEN, **exclude_suffixes TFD_HIDDEN;
-extern int n_include TFD_HIDDEN, n_exclude TFD_HIDDEN, n_exclude_suffixes TFD_HIDDEN;
 extern int initialized TFD_HIDDEN;
 extern pthread_mutex_t init_lock TFD_HIDDEN;
 extern pthread_mutex_t create_lock TFD_HIDDEN;
@@ -240,9 +238,9 @@ typedef struct update { tfd_thread *t; tfd_shard *s; tfd_rec *r; int64_t *iext; 
 
 /* --------------------------------------------------- across the records_*.c files */
 void *alloc_zeroed(size_t n) TFD_HIDDEN;
-char **copy_strings(const char *const *src, int n) TFD_HIDDEN;
 void enter_interval(tfd_shard *s, int64_t e) TFD_HIDDEN;
-void free_strings(char **v, int n) TFD_HIDDEN;
+int set_rules(const tfd_config *c) TFD_HIDDEN;
+void forget_paths(void) TFD_HIDDEN;
 void heat_add_slow(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 int membarrier_register(void) TFD_HIDDEN;
 tfd_shard *new_shard(tfd_thread *t, tfd_rec *r) TFD_HIDDEN;

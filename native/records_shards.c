@@ -3,8 +3,6 @@
 #include "records.h"
 
 /* ----------------------------------------------------------------- state */
-char **include_prefixes, **exclude_prefixes, **exclude_suffixes;
-int n_include, n_exclude, n_exclude_suffixes;
 volatile int tfd_attached;
 int initialized;
 pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -45,21 +43,6 @@ void *alloc_zeroed(size_t n)
         return p == MAP_FAILED ? NULL : p;
     }
     return calloc(1, n);
-}
-
-char **copy_strings(const char *const *src, int n)
-{
-    char **dst = calloc((size_t)n + 1, sizeof(char *));
-    for (int i = 0; dst && i < n; i++)
-        dst[i] = strdup(src[i]);
-    return dst;
-}
-
-void free_strings(char **v, int n)
-{
-    for (int i = 0; v && i < n; i++)
-        free(v[i]);
-    free(v);
 }
 
 int membarrier_register(void)
