@@ -219,10 +219,7 @@ extern uint64_t heat_origin TFD_HIDDEN;
 extern int trace_on TFD_HIDDEN;
 extern int64_t trace_cap TFD_HIDDEN;
 extern int64_t trace_budget TFD_HIDDEN;
-/* fd -> POSIX record; fd -> (stream, STDIO record). Two levels, 4096 each. */
-#define FD_CHUNK 4096
-#define FD_TOP 256              /* fds up to 1,048,575 are tracked */
-extern tfd_rec **fd_posix[FD_TOP] TFD_HIDDEN;
+/* fd -> POSIX record (shim.h); fd -> (stream, STDIO record). */
 typedef struct stream_slot { FILE *stream; tfd_rec *rec; } stream_slot;
 extern stream_slot *fd_stdio[FD_TOP] TFD_HIDDEN;
 
@@ -264,9 +261,11 @@ void stdio_open_record(tfd_rec *r, FILE *stream, int reset, int fdopen_counter, 
 /* ------------------------------------------------------------- the hot path, inlined */
 static inline tfd_shard *shard_for(tfd_thread *t, tfd_rec *r)
 {
-    tfd_shard **chunk = t->dir[r->index / DIR_CHUNK];
-    if (TFD_LIKELY(chunk && chunk[r->index % DIR_CHUNK]))
-        return chunk[r->index % DIR_CHUNK];
+    uint64_t i = (uint64_t)r->index;        /* never negative: shifts, not signed division */
+    tfd_shard **chunk = t->dir[i / DIR_CHUNK];
+    tfd_shard *s;
+    if (TFD_LIKELY(chunk && (s = chunk[i % DIR_CHUNK])))
+        return s;
     return new_shard(t, r);
 }
 
@@ -328,8 +327,8 @@ static inline void heat_add(tfd_thread *t, int kind, int64_t bytes, uint64_t t1,
 {
     if (bytes == 0)
         return;
-    if (TFD_LIKELY(t1 >= t->heat_lo && t2 < t->heat_hi))
-        t->heat[t->heat_bin % HEAT_RING][kind] += bytes;
+    if (TFD_LIKELY(t1 >= t->heat_lo && t2 < t->heat_hi))   /* then heat_bin >= 0 */
+        t->heat[(uint64_t)t->heat_bin % HEAT_RING][kind] += bytes;
     else
         heat_add_slow(t, kind, bytes, t1, t2);
 }
@@ -345,15 +344,16 @@ static inline void timer_no_overlap(update *u, int f, int64_t t1, int64_t t2, in
         RELAXED_STORE(*last, t2);
 }
 
-/* DARSHAN_BUCKET_INC */
+/* DARSHAN_BUCKET_INC. Its limits (101, 1025, ... 1G + 1) lie in different
+ * binary orders of magnitude, so a size's bucket is the number of limits
+ * of lower orders plus one if it reaches the limit of its own order
+ * (records_shards.c fills the two tables from the limits). */
+extern uint8_t size_buckets_below[64] TFD_HIDDEN;
+extern int64_t size_limit_of_order[64] TFD_HIDDEN;
 static inline int size_bucket(int64_t v)
 {
-    static const int64_t limits[9] = {101, 1025, 10241, 102401, 1048577, 4194305,
-                                      10485761, 104857601, 1073741825};
-    int i = 0;
-    while (i < 9 && v >= limits[i])
-        i++;
-    return i;
+    int order = 64 - __builtin_clzll((uint64_t)v | 1);     /* v >= 0: 1..63 */
+    return size_buckets_below[order] + (v >= size_limit_of_order[order]);
 }
 
 static inline __attribute__((always_inline)) void track_value(tfd_thread *t, values *vs, int64_t v)
@@ -373,20 +373,30 @@ static inline uint64_t table_hash(uint64_t id, int module)
     return h ^ (h >> 32);
 }
 
+/* A stream's descriptor, from glibc's public struct _IO_FILE. Not
+ * fileno_unlocked(): it sets errno to EBADF for a memory stream (fmemopen,
+ * open_memstream), and the data wrappers leave errno alone. */
+static inline int stream_fd(FILE *stream)
+{
+#ifdef __GLIBC__
+    return stream->_fileno;
+#else
+    int saved = errno, fd = fileno_unlocked(stream);
+    errno = saved;
+    return fd;
+#endif
+}
+
 static inline __attribute__((always_inline)) tfd_rec *posix_rec(int fd)
 {
-    tfd_rec **slot = posix_slot(fd, 0);
-    return slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+    return tfd_posix_record(fd);
 }
 
 /* POSIX_RECORD_READ / POSIX_RECORD_WRITE in one body */
 /* inlined twice, so reads and writes each get a branch-free copy */
 static inline __attribute__((always_inline)) void
-posix_data(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2, const int is_write)
+posix_data(tfd_rec *r, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2, const int is_write)
 {
-    tfd_rec *r = posix_rec(fd);
-    if (!r)
-        return;
     update u;
     if (!begin(&u, r))
         return;
@@ -396,8 +406,10 @@ posix_data(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1
     int64_t last = RELAXED_LOAD(*last_byte);
     int64_t stride;
 
-    if (TFD_UNLIKELY(trace_on))
-        trace_append(&u, is_write, this_off, ret, t1, t2);
+    if (TFD_UNLIKELY(trace_on)) {
+        update copy = u;        /* u itself never has its address taken: it stays in registers */
+        trace_append(&copy, is_write, this_off, ret, t1, t2);
+    }
     if (this_off > last)
         sum[is_write ? S_SEQ_WRITES : S_SEQ_READS]++;
     if (this_off == last + 1)

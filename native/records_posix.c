@@ -108,12 +108,27 @@ void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t1, uint
 
 void tfd_posix_read(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2)
 {
-    posix_data(fd, ret, pflag, off, aligned, t1, t2, 0);
+    tfd_rec *r = posix_rec(fd);
+    if (r)
+        posix_data(r, ret, pflag, off, aligned, t1, t2, 0);
 }
 
 void tfd_posix_write(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2)
 {
-    posix_data(fd, ret, pflag, off, aligned, t1, t2, 1);
+    tfd_rec *r = posix_rec(fd);
+    if (r)
+        posix_data(r, ret, pflag, off, aligned, t1, t2, 1);
+}
+
+/* the data wrappers' entry: the record they looked up before the call */
+void tfd_posix_read_rec(tfd_rec *r, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2)
+{
+    posix_data(r, ret, flags & TFD_AT_OFFSET, off, flags & TFD_MEM_ALIGNED, t1, t2, 0);
+}
+
+void tfd_posix_write_rec(tfd_rec *r, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2)
+{
+    posix_data(r, ret, flags & TFD_AT_OFFSET, off, flags & TFD_MEM_ALIGNED, t1, t2, 1);
 }
 
 void tfd_posix_seek(int fd, int64_t newoff, uint64_t t1, uint64_t t2)

@@ -236,6 +236,23 @@ tfd_shard *new_shard(tfd_thread *t, tfd_rec *r)
 
 /* ------------------------------------------------------- update protocol */
 
+uint8_t size_buckets_below[64];
+int64_t size_limit_of_order[64];
+
+__attribute__((constructor)) static void fill_size_buckets(void)
+{
+    static const int64_t limits[9] = {101, 1025, 10241, 102401, 1048577, 4194305,
+                                      10485761, 104857601, 1073741825};
+    for (int order = 0; order < 64; order++)
+        size_limit_of_order[order] = INT64_MAX;
+    for (int i = 0; i < 9; i++) {
+        int order = 64 - __builtin_clzll((uint64_t)limits[i]);
+        size_limit_of_order[order] = limits[i];
+        for (int o = order + 1; o < 64; o++)
+            size_buckets_below[o]++;
+    }
+}
+
 
 /* First update of a shard in an interval: start its extremes afresh and put
  * it on its thread's dirty list for the interval (once per interval). */

@@ -29,7 +29,7 @@ void tfd_stdio_open(FILE *stream, const char *path, uint64_t t1, uint64_t t2)
         return;
     tfd_rec *r = record_for_path(AT_FDCWD, path, TFD_MODULE_STDIO);
     if (!r) {
-        stream_slot *s = stdio_slot(fileno_unlocked(stream), 0);
+        stream_slot *s = stdio_slot(stream_fd(stream), 0);
         if (s)
             __atomic_store_n(&s->stream, NULL, __ATOMIC_RELEASE);
         return;
@@ -105,7 +105,7 @@ void tfd_stdio_seek(FILE *stream, int64_t newoff, uint64_t t1, uint64_t t2)
  * fclose, which frees both for reuse by other threads. */
 void *tfd_stdio_close_begin(FILE *stream)
 {
-    int fd = stream ? fileno_unlocked(stream) : -1;
+    int fd = stream ? stream_fd(stream) : -1;
     tfd_rec *r = stdio_rec(stream);
     stream_slot *s = stdio_slot(fd, 0);
     if (s)

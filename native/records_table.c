@@ -395,7 +395,7 @@ tfd_rec *stdio_rec(FILE *stream)
 {
     if (!stream)
         return NULL;
-    stream_slot *s = stdio_slot(fileno_unlocked(stream), 0);
+    stream_slot *s = stdio_slot(stream_fd(stream), 0);
     if (!s || __atomic_load_n(&s->stream, __ATOMIC_ACQUIRE) != stream)
         return NULL;
     return RELAXED_LOAD(s->rec);
@@ -403,7 +403,7 @@ tfd_rec *stdio_rec(FILE *stream)
 
 void stdio_map(FILE *stream, tfd_rec *r)
 {
-    stream_slot *s = stdio_slot(fileno_unlocked(stream), 1);
+    stream_slot *s = stdio_slot(stream_fd(stream), 1);
     if (!s)
         return;
     RELAXED_STORE(s->rec, r);

@@ -178,15 +178,19 @@ int tfd_w_fileno(FILE *stream)
 
 /* ------------------------------------------------------------------- data */
 
-/* POSIX_RECORD_READ/WRITE for one call: pflag says the offset is explicit */
+/* POSIX_RECORD_READ/WRITE for one call: pflag says the offset is explicit.
+ * A descriptor with no record (a socket, a pipe, an excluded file) is
+ * forwarded untimed. */
 #define DATA_WRAPPER(kind, name, params, args, fd, pflag, offset, aligned)    \
     ssize_t tfd_w_##name params                                              \
     {                                                                        \
-        if (IDLE())                                                          \
+        tfd_rec *rec;                                                        \
+        if (IDLE() || !(rec = tfd_posix_record(fd)))                         \
             return tfd_real_##name args;                                     \
         TIMED(tfd_real_##name args);                                         \
         if (r >= 0)                                                          \
-            HOT(tfd_posix_##kind(fd, r, pflag, offset, aligned, t1, t2)); \
+            HOT(tfd_posix_##kind##_rec(rec, r, (pflag) ? (offset) : 0,        \
+                                       ((pflag) ? TFD_AT_OFFSET : 0) | ((aligned) ? TFD_MEM_ALIGNED : 0), t1, t2)); \
         return r;                                                            \
     }
 
