@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef TFD_INSTRUCTIONS
@@ -180,4 +181,25 @@ int open_fd(const char *path)
 int close_fd(int fd)
 {
     return close(fd);
+}
+
+/* n pairs of clock reads, as a timed call makes them (the shim's clock on
+ * x86-64 where the kernel trusts the TSC): the floor of a timed call */
+long clock_pair_loop(long n)
+{
+    unsigned long long total = 0;
+    for (long i = 0; i < n; i++) {
+#if defined(__x86_64__)
+        unsigned lo, hi, lo2, hi2;
+        __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+        __asm__ volatile("rdtsc" : "=a"(lo2), "=d"(hi2));
+        total += (((unsigned long long)hi2 << 32) | lo2) - (((unsigned long long)hi << 32) | lo);
+#else
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        total += (unsigned long long)(b.tv_nsec - a.tv_nsec);
+#endif
+    }
+    return (long)total;
 }

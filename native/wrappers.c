@@ -126,9 +126,10 @@ int tfd_w_close(int fd)
     if (IDLE())
         return tfd_real_close(fd);
     void *token = tfd_posix_close_begin(fd);
+    if (!token)                 /* not a descriptor we record: nothing to time */
+        return tfd_real_close(fd);
     TIMED(tfd_real_close(fd));
-    if (token)
-        KEEP_ERRNO(tfd_posix_close_end(token, t1, t2));
+    HOT(tfd_posix_close_end(token, t1, t2));
     return r;
 }
 
@@ -376,8 +377,10 @@ int tfd_w_fclose(FILE *stream)
     if (IDLE())
         return tfd_real_fclose(stream);
     void *token = tfd_stdio_close_begin(stream);
+    if (!token)
+        return tfd_real_fclose(stream);
     TIMED(tfd_real_fclose(stream));
-    KEEP_ERRNO(tfd_stdio_close_end(token, t1, t2));
+    HOT(tfd_stdio_close_end(token, t1, t2));
     return r;
 }
 
@@ -450,7 +453,7 @@ int tfd_w_fflush(FILE *stream)
         return tfd_real_fflush(stream);
     TIMED(tfd_real_fflush(stream));
     if (r >= 0)
-        KEEP_ERRNO(tfd_stdio_write(stream, 0, 1, t1, t2));
+        HOT(tfd_stdio_write(stream, 0, 1, t1, t2));
     return r;
 }
 
