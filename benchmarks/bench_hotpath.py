@@ -43,7 +43,7 @@ MODES = ("off", "counters", "trace")
 
 def build(workdir: pathlib.Path) -> ctypes.CDLL:
     so = workdir / "libhotloop.so"
-    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(HERE / "hotloop.c"), "-o", str(so)], check=True)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-pthread", str(HERE / "hotloop.c"), "-o", str(so)], check=True)
     lib = ctypes.CDLL(str(so))
     L, P, I, S = ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p
     for name, args, res in (("fread_loop", [P, L, L], L), ("pread_loop", [I, L, L], L),

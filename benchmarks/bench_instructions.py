@@ -44,12 +44,14 @@ PATHS = (
     ("open-close", "open + close of one file (absolute path, record exists)"),
     ("fopen-fclose", "fopen + fclose of one file"),
     ("read-file", "per file as tf.io.read_file: stat, open, pread 88 KB, pread at EOF, close"),
+    ("new-threads", "the same per file, 16 files a thread, each thread new (tf.data's short-lived threads)"),
 )
+FILES_PER_THREAD = 16
 
 
 def build(workdir: pathlib.Path, instructions: bool) -> pathlib.Path:
     so = workdir / "libhotloop.so"
-    cmd = ["gcc", "-O2", "-shared", "-fPIC", str(HERE / "hotloop.c"), "-o", str(so)]
+    cmd = ["gcc", "-O2", "-shared", "-fPIC", "-pthread", str(HERE / "hotloop.c"), "-o", str(so)]
     if instructions:
         cmd.insert(1, "-DTFD_INSTRUCTIONS")
     subprocess.run(cmd, check=True)
@@ -63,6 +65,7 @@ def load_loops(so: pathlib.Path) -> ctypes.CDLL:
                             ("open_close_loop", [S, L], L), ("fopen_fclose_loop", [S, L], L),
                             ("read_file_loop", [S, L, L], L), ("pread_via", [P, I, L, L], L),
                             ("fread_via", [P, P, L, L], L), ("open_stream_buffered", [S, L], P),
+                            ("threads_files_loop", [ctypes.POINTER(S), L, L, L], L),
                             ("open_stream", [S], P), ("close_stream", [P], I), ("open_fd", [S], I),
                             ("close_fd", [I], I), ("ir_label", [S], None)):
         fn = getattr(lib, name)
@@ -86,6 +89,13 @@ def load_shim():
 
 
 def child(workdir: pathlib.Path, calls: int, only) -> int:
+    # once a process has started a thread, glibc's system call wrappers take
+    # their multi-threaded path for good: start one first, so that every
+    # loop runs in that state, as in a TensorFlow process
+    import threading
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    t.join()
     ffi, shim, settings = load_shim()
     loops = load_loops(workdir / "libhotloop.so")
     data = workdir / "data.bin"
@@ -93,6 +103,11 @@ def child(workdir: pathlib.Path, calls: int, only) -> int:
     with open(data, "wb") as f:
         f.write(os.urandom(1 << 20) * (calls * 4096 // (1 << 20) + 2))
     small.write_bytes(os.urandom(88_000))
+    many = []
+    for i in range(FILES_PER_THREAD):
+        many.append(workdir / f"file{i:02d}.bin")
+        many[-1].write_bytes(os.urandom(88_000))
+    many_paths = (ctypes.c_char_p * len(many))(*(str(p).encode() for p in many))
     keep = []
 
     def strings(items):
@@ -143,6 +158,10 @@ def child(workdir: pathlib.Path, calls: int, only) -> int:
             elif name == "read-file":
                 run("warmup", loops.read_file_loop, s, 4, 88_000)
                 run(f"{name}/{mode}", loops.read_file_loop, s, calls, 88_000)
+            elif name == "new-threads":
+                run("warmup", loops.threads_files_loop, many_paths, FILES_PER_THREAD, 1, 88_000)
+                run(f"{name}/{mode}", loops.threads_files_loop, many_paths, FILES_PER_THREAD,
+                    calls // FILES_PER_THREAD, 88_000)
         if mode != "plain":
             shim.tfd_detach()
     return 0

@@ -160,7 +160,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="tfd-peers-") as d:
         work = pathlib.Path(d)
         lib = work / "libhotloop.so"
-        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(HERE / "hotloop.c"), "-o", str(lib)], check=True)
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-pthread", str(HERE / "hotloop.c"), "-o", str(lib)], check=True)
         (work / "data").mkdir()
         data = work / "data" / "data.bin"
         data.write_bytes(os.urandom(args.calls * 64 + (1 << 20)))

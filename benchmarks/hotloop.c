@@ -11,6 +11,7 @@
  * instructions. Without it the brackets are empty. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,27 +105,69 @@ long fopen_fclose_loop(const char *path, long n)
 
 /* what tf.io.read_file does per file: stat, open, one pread of the whole
  * file, a zero-length pread at the end, close */
+static long read_file_once(const char *path, char *buf, long size)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    long total = 0;
+    ssize_t got = pread(fd, buf, (size_t)size, 0);
+    if (got > 0)
+        total += got + pread(fd, buf + got, 4096, got);
+    close(fd);
+    return total;
+}
+
+static char *file_buffer(long size)
+{
+    return aligned_alloc(4096, (size_t)(size + 4096 + 4095) & ~(size_t)4095);
+}
+
 long read_file_loop(const char *path, long n, long size)
 {
-    char *buf = aligned_alloc(4096, (size_t)(size + 4096 + 4095) & ~(size_t)4095);
+    char *buf = file_buffer(size);
     long total = 0;
     if (!buf)
         return -1;
     LOOP_BEGIN();
-    for (long i = 0; i < n; i++) {
-        struct stat st;
-        if (stat(path, &st) != 0)
-            continue;
-        int fd = open(path, O_RDONLY);
-        if (fd < 0)
-            continue;
-        ssize_t got = pread(fd, buf, (size_t)size, 0);
-        if (got > 0)
-            total += got + pread(fd, buf + got, 4096, got);
-        close(fd);
-    }
+    for (long i = 0; i < n; i++)
+        total += read_file_once(path, buf, size);
     LOOP_END();
     free(buf);
+    return total;
+}
+
+struct files_job { const char *const *paths; long k; long size; long total; };
+
+static void *read_files(void *p)
+{
+    struct files_job *j = p;
+    char *buf = file_buffer(j->size);
+    for (long i = 0; buf && i < j->k; i++)
+        j->total += read_file_once(j->paths[i], buf, j->size);
+    free(buf);
+    return NULL;
+}
+
+/* threads new threads one after another, each doing what read_file does to
+ * k files, as tf.data's short-lived threads do: the first write of each
+ * (thread, file) pair */
+long threads_files_loop(const char *const *paths, long k, long threads, long size)
+{
+    long total = 0;
+    LOOP_BEGIN();
+    for (long t = 0; t < threads; t++) {
+        struct files_job j = {paths, k, size, 0};
+        pthread_t tid;
+        if (pthread_create(&tid, NULL, read_files, &j) != 0)
+            return -1;
+        pthread_join(tid, NULL);
+        total += j.total;
+    }
+    LOOP_END();
     return total;
 }
 

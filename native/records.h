@@ -177,6 +177,7 @@ struct tfd_thread {
     tfd_shard *shards;          /* all of this thread's shards */
     char *arena;                /* bump allocator for shards */
     size_t arena_left;
+    size_t arena_block;         /* size of the newest block */
     void *blocks;               /* the arena's blocks, freed when the thread is retired */
     /* trace: the writer appends to tail, the collector consumes from head */
     seg_chunk *trace_head, *trace_tail;

@@ -2,6 +2,8 @@
  * (intervals, dirty lists, heatmap bins, value tracking). */
 #include "records.h"
 
+#include <stddef.h>
+
 /* ----------------------------------------------------------------- state */
 volatile int tfd_attached;
 int initialized;
@@ -104,8 +106,12 @@ tfd_thread *thread_self(void)
         return t;
     }
     t = aligned_alloc(64, (sizeof(*t) + 63) & ~(size_t)63);   /* seq is written per call */
-    if (t)
-        memset(t, 0, sizeof(*t));
+    /* the heatmap ring (64 KiB) is not zeroed: a slot is cleared as the
+     * thread's newest bin reaches it, before anyone reads it */
+    if (t) {
+        memset(t, 0, offsetof(tfd_thread, heat));
+        t->next = NULL;
+    }
     errno = saved;
     if (!t)
         return NULL;
@@ -151,6 +157,7 @@ void retire_thread(tfd_thread *t)
     t->blocks = NULL;
     t->arena = NULL;
     t->arena_left = 0;
+    t->arena_block = 0;
     t->dirty[0] = t->dirty[1] = NULL;
     t->trace_head = t->trace_tail = NULL;
     t->trace_read = 0;
@@ -181,12 +188,21 @@ int tfd_suppress(int on)
     return before;
 }
 
+/* A thread's blocks double from 16 KiB to 256 KiB: tf.data's threads are
+ * short-lived and touch tens of files each, and every block is zeroed. */
+#define ARENA_FIRST (16u << 10)
+#define ARENA_MAX (256u << 10)
+
 static void *arena_alloc(tfd_thread *t, size_t n)
 {
     n = (n + 63) & ~(size_t)63;
     if (t->arena_left < n) {
         /* a block starts with the link to the thread's previous block */
-        size_t block = n + 64 > (256u << 10) ? n + 64 : (256u << 10);
+        size_t want = t->arena_block ? t->arena_block * 2 : ARENA_FIRST;
+        if (want > ARENA_MAX)
+            want = ARENA_MAX;
+        t->arena_block = want;
+        size_t block = n + 64 > want ? n + 64 : want;
         int saved = errno;
         char *p = malloc(block);
         errno = saved;
@@ -282,7 +298,8 @@ static int heat_advance(tfd_thread *t, int64_t b)
     int64_t oldest = RELAXED_LOAD(t->heat_next);
     if (t->heat_bin >= 0 && b - oldest >= HEAT_RING)
         return 0;
-    int64_t from = t->heat_bin < 0 || b - t->heat_bin > HEAT_RING ? b - HEAT_RING + 1 : t->heat_bin + 1;
+    /* a fresh ring is read from bin b on: only that slot needs clearing */
+    int64_t from = t->heat_bin < 0 ? b : b - t->heat_bin > HEAT_RING ? b - HEAT_RING + 1 : t->heat_bin + 1;
     if (from < 0)
         from = 0;
     for (int64_t i = from; i <= b; i++)
