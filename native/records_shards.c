@@ -193,6 +193,8 @@ int tfd_suppress(int on)
 #define ARENA_FIRST (16u << 10)
 #define ARENA_MAX (256u << 10)
 
+static void *(*volatile zero_fill)(void *, int, size_t) = memset;
+
 static void *arena_alloc(tfd_thread *t, size_t n)
 {
     n = (n + 63) & ~(size_t)63;
@@ -210,8 +212,10 @@ static void *arena_alloc(tfd_thread *t, size_t n)
             return NULL;
         /* zeroed by writing, all at once: the collector writes its part of a
          * shard (seen) that may lie on a page the thread has not touched, and
-         * a fault there would first map the zero page, then flush the TLB */
-        memset(p, 0, block);
+         * a fault there would first map the zero page, then flush the TLB.
+         * Through a volatile pointer: GCC turns malloc + memset into calloc,
+         * which skips memory it knows is fresh and leaves it untouched. */
+        zero_fill(p, 0, block);
         *(void **)p = t->blocks;
         t->blocks = p;
         t->arena = p + 64;
