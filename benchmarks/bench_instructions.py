@@ -8,7 +8,10 @@ instruction costs: the two `rdtsc` a timed call executes count as two
 instructions here and take 10-50 ns on the VMs we measured
 (bench_hotpath.py and bench_peers.py measure time).
 
-    python benchmarks/bench_instructions.py [--calls N] [--only PATH ...]
+    python benchmarks/bench_instructions.py [--calls N] [--only PATH ...] [--shim SO]
+
+--shim measures another build of the shim (the compiled _native_shim*.so of
+an older checkout, say) against this checkout's loops and settings.
 
 Runs itself under `valgrind --tool=callgrind`. Every measured loop
 (benchmarks/hotloop.c, built with -DTFD_INSTRUCTIONS) calls libc through its
@@ -73,10 +76,10 @@ def load_loops(so: pathlib.Path) -> ctypes.CDLL:
     return lib
 
 
-def load_shim():
+def load_shim(so=None):
     """The cffi module and the default settings, without the package's imports."""
     pkg = pathlib.Path(importlib.util.find_spec("tfdarshan").submodule_search_locations[0])
-    so = next(pkg.glob("_native_shim*.so"))
+    so = so or next(pkg.glob("_native_shim*.so"))
     loader = importlib.machinery.ExtensionFileLoader("tfdarshan._native_shim", str(so))
     shim = importlib.util.module_from_spec(importlib.util.spec_from_file_location(
         "tfdarshan._native_shim", str(so), loader=loader))
@@ -88,7 +91,7 @@ def load_shim():
     return shim.ffi, shim.lib, config.settings()
 
 
-def child(workdir: pathlib.Path, calls: int, only) -> int:
+def child(workdir: pathlib.Path, calls: int, only, shim_so=None) -> int:
     # once a process has started a thread, glibc's system call wrappers take
     # their multi-threaded path for good: start one first, so that every
     # loop runs in that state, as in a TensorFlow process
@@ -96,7 +99,7 @@ def child(workdir: pathlib.Path, calls: int, only) -> int:
     t = threading.Thread(target=lambda: None)
     t.start()
     t.join()
-    ffi, shim, settings = load_shim()
+    ffi, shim, settings = load_shim(shim_so)
     loops = load_loops(workdir / "libhotloop.so")
     data = workdir / "data.bin"
     small = workdir / "small.bin"
@@ -183,10 +186,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=2048, help="calls per measured loop (a multiple of 64)")
     ap.add_argument("--only", nargs="*", default=[], help="paths to measure: " + ", ".join(p for p, _ in PATHS))
+    ap.add_argument("--shim", help="a _native_shim*.so to measure instead of the installed one")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        return child(pathlib.Path(args.child), args.calls, set(args.only))
+        return child(pathlib.Path(args.child), args.calls, set(args.only), args.shim)
     if not shutil.which("valgrind"):
         print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
         return 1
@@ -197,6 +201,8 @@ def main(argv=None) -> int:
                sys.executable, __file__, "--child", str(work), "--calls", str(args.calls)]
         if args.only:
             cmd += ["--only", *args.only]
+        if args.shim:
+            cmd += ["--shim", str(pathlib.Path(args.shim).resolve())]
         run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if run.returncode != 0:
             print(run.stderr[-4000:], file=sys.stderr)
