@@ -291,8 +291,10 @@ static void remember_path(const char *p, size_t n, int module, uint64_t key, int
     int saved = errno;
     path_entry *e = malloc(size);
     errno = saved;
-    if (!e)
+    if (!e) {
+        __atomic_sub_fetch(&path_bytes, (int64_t)size, __ATOMIC_RELAXED);
         return;
+    }
     *e = (path_entry){key, gen, r, n, module};
     memcpy(e->path, p, n + 1);
     for (uint64_t i = key, k = 0; k < PATH_PROBES; k++, i++) {
@@ -304,6 +306,7 @@ static void remember_path(const char *p, size_t n, int module, uint64_t key, int
             return;
     }
     free(e);
+    __atomic_sub_fetch(&path_bytes, (int64_t)size, __ATOMIC_RELAXED);
 }
 
 tfd_rec *record_for_path(int dirfd, const char *path, int module)
