@@ -52,13 +52,22 @@ static int same_rules(const rule *v, int n, const char *const *src, int n_src)
     return 1;
 }
 
+static void free_rules(rule *v)
+{
+    for (int i = 0; v && v[i].s; i++)
+        free(v[i].s);
+    free(v);
+}
+
 static rule *copy_rules(const char *const *src, int n)
 {
     rule *v = calloc((size_t)n + 1, sizeof(rule));
     for (int i = 0; v && i < n; i++) {
         v[i].len = strlen(src[i]);
-        if (!(v[i].s = strdup(src[i])))
+        if (!(v[i].s = strdup(src[i]))) {
+            free_rules(v);
             return NULL;
+        }
     }
     return v;
 }
@@ -74,8 +83,14 @@ int set_rules(const tfd_config *c)
     rules *r = calloc(1, sizeof(*r));
     if (!r || !(r->inc = copy_rules(c->include_prefixes, c->n_include)) ||
         !(r->exc = copy_rules(c->exclude_prefixes, c->n_exclude)) ||
-        !(r->suf = copy_rules(c->exclude_suffixes, c->n_exclude_suffixes)))
+        !(r->suf = copy_rules(c->exclude_suffixes, c->n_exclude_suffixes))) {
+        if (r) {
+            free_rules(r->inc);
+            free_rules(r->exc);
+        }
+        free(r);
         return -1;
+    }
     r->n_inc = c->n_include;
     r->n_exc = c->n_exclude;
     r->n_suf = c->n_exclude_suffixes;

@@ -87,6 +87,7 @@ void tfd_posix_write(int fd, int64_t ret, int pflag, int64_t off, int aligned, u
 typedef struct tfd_rec tfd_rec;
 #define TFD_AT_OFFSET 1         /* pread/pwrite: the offset is explicit */
 #define TFD_MEM_ALIGNED 2       /* the buffer is 8-byte aligned */
+#define TFD_DATA_FLAGS(pflag, aligned) (((pflag) ? TFD_AT_OFFSET : 0) | ((aligned) ? TFD_MEM_ALIGNED : 0))
 /* fd -> POSIX record, two levels of 4096 (records_table.c fills it) */
 #define FD_CHUNK 4096
 #define FD_TOP 256              /* fds up to 1,048,575 are tracked */

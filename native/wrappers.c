@@ -123,10 +123,8 @@ OPEN_FIXED(mkostemps, (char *tmpl, int suffixlen, int flags), (tmpl, suffixlen, 
 
 int tfd_w_close(int fd)
 {
-    if (IDLE())
-        return tfd_real_close(fd);
-    void *token = tfd_posix_close_begin(fd);
-    if (!token)                 /* not a descriptor we record: nothing to time */
+    void *token;                /* none: not a descriptor we record, nothing to time */
+    if (IDLE() || !(token = tfd_posix_close_begin(fd)))
         return tfd_real_close(fd);
     TIMED(tfd_real_close(fd));
     HOT(tfd_posix_close_end(token, t1, t2));
@@ -180,8 +178,7 @@ int tfd_w_fileno(FILE *stream)
 /* ------------------------------------------------------------------- data */
 
 /* POSIX_RECORD_READ/WRITE for one call: pflag says the offset is explicit.
- * A descriptor with no record (a socket, a pipe, an excluded file) is
- * forwarded untimed. */
+ * A descriptor with no record (socket, pipe, excluded file) goes untimed. */
 #define DATA_WRAPPER(kind, name, params, args, fd, pflag, offset, aligned)    \
     ssize_t tfd_w_##name params                                              \
     {                                                                        \
@@ -190,8 +187,7 @@ int tfd_w_fileno(FILE *stream)
             return tfd_real_##name args;                                     \
         TIMED(tfd_real_##name args);                                         \
         if (r >= 0)                                                          \
-            HOT(tfd_posix_##kind##_rec(rec, r, (pflag) ? (offset) : 0,        \
-                                       ((pflag) ? TFD_AT_OFFSET : 0) | ((aligned) ? TFD_MEM_ALIGNED : 0), t1, t2)); \
+            HOT(tfd_posix_##kind##_rec(rec, r, (pflag) ? (offset) : 0, TFD_DATA_FLAGS(pflag, aligned), t1, t2)); \
         return r;                                                            \
     }
 
@@ -374,10 +370,8 @@ FILE *tfd_w_fdopen(int fd, const char *mode)
 
 int tfd_w_fclose(FILE *stream)
 {
-    if (IDLE())
-        return tfd_real_fclose(stream);
-    void *token = tfd_stdio_close_begin(stream);
-    if (!token)
+    void *token;
+    if (IDLE() || !(token = tfd_stdio_close_begin(stream)))
         return tfd_real_fclose(stream);
     TIMED(tfd_real_fclose(stream));
     HOT(tfd_stdio_close_end(token, t1, t2));
