@@ -25,6 +25,7 @@ every import costs ~50x)."""
 from __future__ import annotations
 
 import argparse
+import json
 import ctypes
 import importlib.machinery
 import importlib.util
@@ -48,6 +49,7 @@ PATHS = (
     ("fopen-fclose", "fopen + fclose of one file"),
     ("read-file", "per file as tf.io.read_file: stat, open, pread 88 KB, pread at EOF, close"),
     ("new-threads", "the same per file, 16 files a thread, each thread new (tf.data's short-lived threads)"),
+    ("collect", "a collect after new-threads, per (thread, file) counter it folds (threads retired too)"),
 )
 FILES_PER_THREAD = 16
 
@@ -69,6 +71,7 @@ def load_loops(so: pathlib.Path) -> ctypes.CDLL:
                             ("read_file_loop", [S, L, L], L), ("pread_via", [P, I, L, L], L),
                             ("fread_via", [P, P, L, L], L), ("open_stream_buffered", [S, L], P),
                             ("threads_files_loop", [ctypes.POINTER(S), L, L, L], L),
+                            ("bracketed_call", [P, P], I),
                             ("open_stream", [S], P), ("close_stream", [P], I), ("open_fd", [S], I),
                             ("close_fd", [I], I), ("ir_label", [S], None)):
         fn = getattr(lib, name)
@@ -127,6 +130,9 @@ def child(workdir: pathlib.Path, calls: int, only, shim_so=None) -> int:
     cfg.trace_cap_bytes = settings.trace_memory
     err = ffi.new("char[512]")
     d, s = str(data).encode(), str(small).encode()
+    out = ffi.new("tfd_collect_result *")
+    collect = int(ffi.cast("uintptr_t", ffi.addressof(shim, "tfd_collect")))
+    shards = {}
 
     def run(label: str, fn, *args):
         loops.ir_label(label.encode())
@@ -161,12 +167,24 @@ def child(workdir: pathlib.Path, calls: int, only, shim_so=None) -> int:
             elif name == "read-file":
                 run("warmup", loops.read_file_loop, s, 4, 88_000)
                 run(f"{name}/{mode}", loops.read_file_loop, s, calls, 88_000)
+            elif name == "collect":
+                if mode == "plain":
+                    continue
+                shim.tfd_collect(out)                       # a fresh interval
+                shim.tfd_free_collect(out)
+                run("warmup", loops.threads_files_loop, many_paths, FILES_PER_THREAD,
+                    calls // FILES_PER_THREAD, 88_000)
+                run(f"{name}/{mode}", loops.bracketed_call, collect, int(ffi.cast("uintptr_t", out)))
+                shards[mode] = out.n_shards
+                shim.tfd_free_collect(out)
             elif name == "new-threads":
                 run("warmup", loops.threads_files_loop, many_paths, FILES_PER_THREAD, 1, 88_000)
                 run(f"{name}/{mode}", loops.threads_files_loop, many_paths, FILES_PER_THREAD,
                     calls // FILES_PER_THREAD, 88_000)
         if mode != "plain":
             shim.tfd_detach()
+    if shards:
+        (workdir / "shards.json").write_text(json.dumps(shards))
     return 0
 
 
@@ -194,27 +212,33 @@ def main(argv=None) -> int:
     if not shutil.which("valgrind"):
         print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
         return 1
+    paths = [p for p, _ in PATHS if not args.only or p in args.only]
+    got, shards = {}, {}
     with tempfile.TemporaryDirectory(prefix="tfd-ir-") as d:
         work = pathlib.Path(d)
         build(work, instructions=True)
-        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=yes", f"--callgrind-out-file={work}/cg.out",
-               sys.executable, __file__, "--child", str(work), "--calls", str(args.calls)]
-        if args.only:
-            cmd += ["--only", *args.only]
-        if args.shim:
-            cmd += ["--shim", str(pathlib.Path(args.shim).resolve())]
-        run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if run.returncode != 0:
-            print(run.stderr[-4000:], file=sys.stderr)
-            return 1
-        got = parse_dumps(work)
+        for path in paths:          # a process each: no path sees what another left behind
+            out = work / path
+            out.mkdir()
+            cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=yes", f"--callgrind-out-file={out}/cg.out",
+                   sys.executable, __file__, "--child", str(work), "--calls", str(args.calls), "--only", path]
+            if args.shim:
+                cmd += ["--shim", str(pathlib.Path(args.shim).resolve())]
+            run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if run.returncode != 0:
+                print(run.stderr[-4000:], file=sys.stderr)
+                return 1
+            got.update(parse_dumps(out))
+            if (work / "shards.json").exists():
+                shards = json.loads((work / "shards.json").read_text())
     print(f"instructions per call (callgrind, user space, {args.calls} calls a loop; "
           f"the loop's own instructions are in every column and cancel in 'added')")
     print(f"{'path':18s} {'plain':>8s} {'counters':>9s} {'trace':>8s} {'added':>7s} {'+trace':>7s}  what")
     for name, what in PATHS:
-        if args.only and name not in args.only:
+        if name not in paths:
             continue
-        v = {m: got.get(f"{name}/{m}", 0) / args.calls for m in MODES}
+        per = {m: shards.get(m, 1) for m in MODES} if name == "collect" else {m: args.calls for m in MODES}
+        v = {m: got.get(f"{name}/{m}", 0) / max(per[m], 1) for m in MODES}
         print(f"{name:18s} {v['plain']:8.1f} {v['counters']:9.1f} {v['trace']:8.1f} "
               f"{v['counters'] - v['plain']:+7.1f} {v['trace'] - v['plain']:+7.1f}  {what}")
     return 0

@@ -171,6 +171,15 @@ long threads_files_loop(const char *const *paths, long k, long threads, long siz
     return total;
 }
 
+/* one call of fn(arg), bracketed: the shim's collect */
+int bracketed_call(int (*fn)(void *), void *arg)
+{
+    LOOP_BEGIN();
+    int r = fn(arg);
+    LOOP_END();
+    return r;
+}
+
 long pread_via(ssize_t (*fn)(int, void *, size_t, off_t), int fd, long n, long size)
 {
     char buf[4096];
