@@ -84,6 +84,10 @@ enum { R_INDEX, R_MODULE, R_SUM0, R_IEXT0 = R_SUM0 + S_N,
        R_MODE = R_IEXT0 + E_N, R_RENAMED_FROM, R_MEM_ALIGNMENT, R_FILE_ALIGNMENT, R_WIDTH };
 
 
+/* the update protocol's rare cases: out of line, and out of the wrappers
+ * that inline the common case (wrappers.c flattens the data wrappers) */
+#define TFD_COLD __attribute__((noinline, cold))
+
 /* -------------------------------------------------------------- structures */
 
 #define DARSHAN_IO_READ 1
@@ -236,18 +240,18 @@ typedef struct update { tfd_thread *t; tfd_shard *s; tfd_rec *r; int64_t *iext; 
 
 /* --------------------------------------------------- across the records_*.c files */
 void *alloc_zeroed(size_t n) TFD_HIDDEN;
-void enter_interval(tfd_shard *s, int64_t e) TFD_HIDDEN;
+void enter_interval(tfd_shard *s, int64_t e) TFD_HIDDEN TFD_COLD;
 int set_rules(const tfd_config *c) TFD_HIDDEN;
 void forget_paths(void) TFD_HIDDEN;
-void heat_add_slow(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void heat_add_slow(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN TFD_COLD;
 int membarrier_register(void) TFD_HIDDEN;
-tfd_shard *new_shard(tfd_thread *t, tfd_rec *r) TFD_HIDDEN;
-tfd_thread *thread_self(void) TFD_HIDDEN;
+tfd_shard *new_shard(tfd_thread *t, tfd_rec *r) TFD_HIDDEN TFD_COLD;
+tfd_thread *thread_self(void) TFD_HIDDEN TFD_COLD;
 void retire_thread(tfd_thread *t) TFD_HIDDEN;
 typedef struct growbuf { int64_t *p; int64_t n, cap; } growbuf;
 int grow_push(growbuf *b, const int64_t *v, int64_t k) TFD_HIDDEN;
 int fold_dirty_shards(int64_t closed, growbuf *rows, growbuf *vals, int64_t *n_shards) TFD_HIDDEN;
-void track_value_slow(tfd_thread *t, values *vs, int64_t v) TFD_HIDDEN;
+void track_value_slow(tfd_thread *t, values *vs, int64_t v) TFD_HIDDEN TFD_COLD;
 tfd_rec *new_record(uint64_t id, int module, const char *path) TFD_HIDDEN;
 tfd_rec **posix_slot(int fd, int create) TFD_HIDDEN;
 tfd_rec *record_for_clean(const char *clean, int module) TFD_HIDDEN;
@@ -256,7 +260,7 @@ void stdio_map(FILE *stream, tfd_rec *r) TFD_HIDDEN;
 tfd_rec *stdio_rec(FILE *stream) TFD_HIDDEN;
 stream_slot *stdio_slot(int fd, int create) TFD_HIDDEN;
 tfd_rec *table_find(uint64_t id, int module) TFD_HIDDEN;
-void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t1, uint64_t t2) TFD_HIDDEN __attribute__((noinline));
 void stdio_open_record(tfd_rec *r, FILE *stream, int reset, int fdopen_counter, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 
 /* ------------------------------------------------------------- the hot path, inlined */

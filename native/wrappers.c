@@ -29,6 +29,9 @@ const int tfd_n_hooks = sizeof(tfd_hooks) / sizeof(tfd_hooks[0]);
  * nothing that sets errno (allocation there saves it itself). */
 #define KEEP_ERRNO(stmt) do { int e_ = errno; stmt; errno = e_; } while (0)
 #define HOT(stmt) stmt
+/* the recording inlined into the data wrappers (its rare cases stay out of
+ * line, records.h): one call, one prologue */
+#define FLAT __attribute__((flatten))
 #define ALIGNED(p) (((uintptr_t)(p) % 8) == 0)
 /* time one call of the original into r, t1, t2 */
 #define TIMED(call) uint64_t t1 = tfd_ticks(); __typeof__(call) r = (call); uint64_t t2 = tfd_ticks()
@@ -180,7 +183,7 @@ int tfd_w_fileno(FILE *stream)
 /* POSIX_RECORD_READ/WRITE for one call: pflag says the offset is explicit.
  * A descriptor with no record (socket, pipe, excluded file) goes untimed. */
 #define DATA_WRAPPER(kind, name, params, args, fd, pflag, offset, aligned)    \
-    ssize_t tfd_w_##name params                                              \
+    FLAT ssize_t tfd_w_##name params                                         \
     {                                                                        \
         tfd_rec *rec;                                                        \
         if (IDLE() || !(rec = tfd_posix_record(fd)))                         \
@@ -378,7 +381,7 @@ int tfd_w_fclose(FILE *stream)
     return r;
 }
 
-size_t tfd_w_fread(void *ptr, size_t size, size_t nmemb, FILE *stream)
+FLAT size_t tfd_w_fread(void *ptr, size_t size, size_t nmemb, FILE *stream)
 {
     if (IDLE())
         return tfd_real_fread(ptr, size, nmemb, stream);
@@ -388,7 +391,7 @@ size_t tfd_w_fread(void *ptr, size_t size, size_t nmemb, FILE *stream)
     return r;
 }
 
-size_t tfd_w___fread_chk(void *ptr, size_t buflen, size_t size, size_t nmemb, FILE *stream)
+FLAT size_t tfd_w___fread_chk(void *ptr, size_t buflen, size_t size, size_t nmemb, FILE *stream)
 {
     if (IDLE())
         return tfd_real___fread_chk(ptr, buflen, size, nmemb, stream);
@@ -398,7 +401,7 @@ size_t tfd_w___fread_chk(void *ptr, size_t buflen, size_t size, size_t nmemb, FI
     return r;
 }
 
-size_t tfd_w_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream)
+FLAT size_t tfd_w_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream)
 {
     if (IDLE())
         return tfd_real_fwrite(ptr, size, nmemb, stream);
