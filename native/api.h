@@ -16,6 +16,7 @@ typedef struct tfd_config {
     int trace;                       /* keep a per-operation trace (DXT) */
     int64_t trace_cap_bytes;         /* memory for the trace, all threads together */
     const char *chain_library;       /* forward to this library's wrappers (site Darshan) */
+    int kernel_io;                   /* count kernel-side copies and follow mapped files */
 } tfd_config;
 
 typedef struct tfd_collect_result {
@@ -53,6 +54,8 @@ typedef struct tfd_live_totals {
     int64_t opens;
     int64_t io_ticks;                /* read + write + metadata time */
     int64_t files;                   /* records touched */
+    int64_t excluded_read;           /* bytes on excluded paths, which have no record */
+    int64_t excluded_written;
 } tfd_live_totals;
 
 /* attach/detach: 0 on success, 1 if already in that state, -1 on error */
@@ -76,6 +79,11 @@ const char *tfd_row_field(int i);
 int tfd_collect(tfd_collect_result *out);
 void tfd_free_collect(tfd_collect_result *out);
 int tfd_live(tfd_live_totals *out);
+
+/* mapped files followed now; bytes the shim itself read from /proc (its
+ * page samples), which the kernel's rchar counts */
+int64_t tfd_followed_mappings(void);
+int64_t tfd_own_read_bytes(void);
 
 int tfd_record_info(int64_t index, uint64_t *id, int *module, const char **path);
 uint64_t tfd_darshan_hash(const char *key, size_t len);

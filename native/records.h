@@ -58,7 +58,19 @@
     X(SIZE_WRITE_4M_10M) X(SIZE_WRITE_10M_100M) X(SIZE_WRITE_100M_1G)           \
     X(SIZE_WRITE_1G_PLUS)                                                       \
     X(OPENS) X(FILENOS) X(DUPS) X(FDOPENS) X(SEEKS) X(STATS) X(MMAPS) X(FSYNCS) \
-    X(FDSYNCS) X(FLUSHES) X(RENAME_SOURCES) X(RENAME_TARGETS) X(T_META)
+    X(FDSYNCS) X(FLUSHES) X(RENAME_SOURCES) X(RENAME_TARGETS) X(T_META)          \
+    KERNEL_IO_FIELDS(X)
+
+/* Not Darshan's: I/O its wrappers never see (records_kernel.c). Bytes a
+ * kernel-side copy read from / wrote to the file and the time of those
+ * calls per side; T_KC counts each call once (on its source when that is
+ * recorded, else on its destination), so a sum over files is the time spent
+ * in copies; the bytes each mechanism moved in or out of the file; the bytes
+ * of the file's pages the process had mapped into its page tables through
+ * mmap (an estimate). */
+#define KERNEL_IO_FIELDS(X)                                                    \
+    X(KC_BYTES_READ) X(KC_BYTES_WRITTEN) X(T_KC_READ) X(T_KC_WRITE) X(T_KC)     \
+    X(KC_CFR_BYTES) X(KC_SENDFILE_BYTES) X(KC_SPLICE_BYTES) X(MMAP_BYTES)
 
 /* Extremes: maxima, first and last timestamps. Kept for the whole run and
  * for the current interval, because a window's maximum is not a difference. */
@@ -176,6 +188,9 @@ struct tfd_thread {
     int state;                  /* THREAD_*: set by the thread's exit, the collector and a new thread */
     /* running totals for the cheap live pull (tfd_live) */
     int64_t tot_bytes_read, tot_bytes_written, tot_reads, tot_writes, tot_opens, tot_ticks;
+    /* bytes moved on excluded paths (imports, libraries, system files):
+     * not recorded per file, only counted, so coverage can tell them apart */
+    int64_t excl_read, excl_written;
     int creating;               /* inside record creation (holds create_lock) */
     tfd_shard ***dir;           /* record index -> this thread's shard */
     /* shards first written in an interval, by interval parity: the thread
@@ -230,6 +245,9 @@ extern int64_t trace_budget TFD_HIDDEN;
 /* fd -> POSIX record (shim.h); fd -> (stream, STDIO record). */
 typedef struct stream_slot { FILE *stream; tfd_rec *rec; } stream_slot;
 extern stream_slot *fd_stdio[FD_TOP] TFD_HIDDEN;
+/* What a descriptor or stream of an excluded path maps to (not NULL, which
+ * is "not a file we know"): its bytes go to the thread's excl_* counts. */
+#define EXCLUDED (&tfd_excluded)          /* declared in shim.h */
 
 /* ----------------------------------------------------------------- helpers */
 #define RELAXED_LOAD(p) __atomic_load_n(&(p), __ATOMIC_RELAXED)
@@ -259,11 +277,17 @@ tfd_rec *new_record(uint64_t id, int module, const char *path) TFD_HIDDEN;
 tfd_rec **posix_slot(int fd, int create) TFD_HIDDEN;
 tfd_rec *record_for_clean(const char *clean, int module) TFD_HIDDEN;
 tfd_rec *record_for_path(int dirfd, const char *path, int module) TFD_HIDDEN;
+int clean_path_at(int dirfd, const char *path, char *out, size_t out_len) TFD_HIDDEN;
+tfd_rec *resolve_path(int dirfd, const char *path, int module) TFD_HIDDEN;
+tfd_rec *stdio_rec_any(FILE *stream) TFD_HIDDEN;
 void stdio_map(FILE *stream, tfd_rec *r) TFD_HIDDEN;
 tfd_rec *stdio_rec(FILE *stream) TFD_HIDDEN;
 stream_slot *stdio_slot(int fd, int create) TFD_HIDDEN;
 tfd_rec *table_find(uint64_t id, int module) TFD_HIDDEN;
 void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t1, uint64_t t2) TFD_HIDDEN __attribute__((noinline));
+void tfd_mapped_prepare_fork(void) TFD_HIDDEN;
+void tfd_mapped_parent_fork(void) TFD_HIDDEN;
+void tfd_mapped_after_fork(tfd_rec **remap) TFD_HIDDEN;
 void stdio_open_record(tfd_rec *r, FILE *stream, int reset, int fdopen_counter, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 
 /* ------------------------------------------------------------- the hot path, inlined */
@@ -395,9 +419,31 @@ static inline int stream_fd(FILE *stream)
 #endif
 }
 
-static inline __attribute__((always_inline)) tfd_rec *posix_rec(int fd)
+/* fd -> its record, EXCLUDED or NULL */
+static inline __attribute__((always_inline)) tfd_rec *posix_rec_any(int fd)
 {
     return tfd_posix_record(fd);
+}
+
+/* fd -> its record, or NULL (an excluded path has none) */
+static inline __attribute__((always_inline)) tfd_rec *posix_rec(int fd)
+{
+    tfd_rec *r = posix_rec_any(fd);
+    return r == EXCLUDED ? NULL : r;
+}
+
+/* Bytes on an excluded path: counted by the thread, outside any update. */
+static inline void count_excluded(int is_write, int64_t bytes)
+{
+    tfd_thread *t = self;
+    if (TFD_UNLIKELY(!t) && !(t = thread_self()))
+        return;
+    if ((t->seq & 1) | t->suppressed)
+        return;
+    if (is_write)
+        RELAXED_STORE(t->excl_written, t->excl_written + bytes);
+    else
+        RELAXED_STORE(t->excl_read, t->excl_read + bytes);
 }
 
 /* POSIX_RECORD_READ / POSIX_RECORD_WRITE in one body */
@@ -405,6 +451,10 @@ static inline __attribute__((always_inline)) tfd_rec *posix_rec(int fd)
 static inline __attribute__((always_inline)) void
 posix_data(tfd_rec *r, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2, const int is_write)
 {
+    if (TFD_UNLIKELY(r == EXCLUDED)) {
+        count_excluded(is_write, ret);
+        return;
+    }
     update u;
     if (!begin(&u, r))
         return;

@@ -74,7 +74,7 @@ int tfd_records_init(const tfd_config *c, char *err, size_t err_len)
         n_module_records[mods[m]]--;  /* does not count against the cap */
     }
     pthread_mutex_unlock(&create_lock);
-    pthread_atfork(NULL, NULL, reset_after_fork);
+    pthread_atfork(tfd_mapped_prepare_fork, tfd_mapped_parent_fork, reset_after_fork);
     initialized = 1;
 
     /* Darshan opens the three standard streams at start-up */
@@ -130,10 +130,10 @@ void tfd_records_sync_open_fds(void)
         char clean[2 * PATH_MAX];
         if (tfd_clean_path(target, clean, sizeof(clean)) != 0)
             continue;
-        tfd_rec *r = record_for_clean(clean, TFD_MODULE_POSIX);
+        tfd_rec *r = tfd_path_excluded(clean) ? EXCLUDED : record_for_clean(clean, TFD_MODULE_POSIX);
         if (!r)
             continue;
-        off_t pos = lseek((int)fd, 0, SEEK_CUR);
+        off_t pos = r == EXCLUDED ? -1 : lseek((int)fd, 0, SEEK_CUR);
         if (pos >= 0)
             RELAXED_STORE(r->offset, (int64_t)pos);
         tfd_rec *none = NULL;
@@ -171,6 +171,7 @@ static void reset_after_fork(void)
     if (!rec_table || !rec_by_index) {
         /* cannot count in the child: stop recording, keep forwarding */
         tfd_attached = 0;
+        tfd_mapped_after_fork(NULL);
         return;
     }
     /* remap every old record to a fresh one with the same identity */
@@ -191,15 +192,16 @@ static void reset_after_fork(void)
     for (int hi = 0; hi < FD_TOP; hi++) {
         for (int lo = 0; fd_posix[hi] && lo < FD_CHUNK; lo++) {
             tfd_rec *o = fd_posix[hi][lo];
-            if (o)
+            if (o && o != EXCLUDED)
                 fd_posix[hi][lo] = map ? map[o->index] : NULL;
         }
         for (int lo = 0; fd_stdio[hi] && lo < FD_CHUNK; lo++) {
             tfd_rec *o = fd_stdio[hi][lo].rec;
-            if (o)
+            if (o && o != EXCLUDED)
                 fd_stdio[hi][lo].rec = map ? map[o->index] : NULL;
         }
     }
+    tfd_mapped_after_fork(map);
     free(map);
     (void)old_table;
 }
@@ -325,6 +327,8 @@ int tfd_collect(tfd_collect_result *out)
     growbuf rows = {0}, vals = {0}, segs = {0}, heat = {0};
     int rc = 0;
     pthread_mutex_lock(&collect_lock);
+    /* what mapped files brought in belongs to the interval being closed */
+    tfd_mapped_sample_all();
     int64_t closed = RELAXED_LOAD(epoch);
     __atomic_store_n(&epoch, closed + 1, __ATOMIC_SEQ_CST);
     wait_for_writers();
@@ -384,8 +388,11 @@ int tfd_live(tfd_live_totals *out)
         out->writes += RELAXED_LOAD(t->tot_writes);
         out->opens += RELAXED_LOAD(t->tot_opens);
         out->io_ticks += RELAXED_LOAD(t->tot_ticks);
+        out->excluded_read += RELAXED_LOAD(t->excl_read);
+        out->excluded_written += RELAXED_LOAD(t->excl_written);
     }
     out->files = __atomic_load_n(&n_records, __ATOMIC_ACQUIRE);
+    out->excluded_read += __atomic_load_n(&tfd_maps_bytes, __ATOMIC_RELAXED);
     return 0;
 }
 

@@ -246,7 +246,7 @@ tfd_rec *record_for_clean(const char *clean, int module)
 typedef struct path_entry {
     uint64_t key;
     int64_t gen;
-    tfd_rec *rec;               /* NULL: excluded */
+    tfd_rec *rec;               /* or EXCLUDED */
     size_t len;
     int module;
     char path[];
@@ -324,36 +324,25 @@ static void remember_path(const char *p, size_t n, int module, uint64_t key, int
     __atomic_sub_fetch(&path_bytes, (int64_t)size, __ATOMIC_RELAXED);
 }
 
-tfd_rec *record_for_path(int dirfd, const char *path, int module)
+tfd_rec tfd_excluded;
+
+/* A path as Darshan names it, relative ones joined to the directory of
+ * dirfd when it is one Darshan knows (else to the working directory).
+ * 0 when cleaned, -1 when not, 1 when relative to an excluded directory:
+ * the path lies under it (hwloc walks /sys this way), so it is excluded. */
+int clean_path_at(int dirfd, const char *path, char *out, size_t out_len)
 {
-    char stackbuf[2 * PATH_MAX];
     const char *p = path;
     char joined[2 * PATH_MAX];
     if (!path || !*path)
-        return NULL;
-    if (path[0] == '/') {
-        size_t n = strlen(path);
-        int64_t gen = __atomic_load_n(&path_gen, __ATOMIC_ACQUIRE);
-        uint64_t key = path_key(path, n, module);
-        path_entry *e = cached_path(path, n, module, key, gen);
-        if (TFD_LIKELY(e != NULL))
-            return e->rec;
-        if (tfd_clean_path(path, stackbuf, sizeof(stackbuf)) != 0)
-            return NULL;
-        if (tfd_path_excluded(stackbuf)) {
-            remember_path(path, n, module, key, gen, NULL);
-            return NULL;
-        }
-        tfd_rec *r = record_for_id(stackbuf, module);
-        if (r && r != overflow_rec[module & 15])
-            remember_path(path, n, module, key, gen, r);
-        return r;
-    }
+        return -1;
     /* openat/fstatat relative to a directory Darshan knows: join the names */
-    if (dirfd >= 0 && dirfd != AT_FDCWD) {
+    if (path[0] != '/' && dirfd >= 0 && dirfd != AT_FDCWD) {
         tfd_rec *d = NULL;
         if (dirfd < FD_TOP * FD_CHUNK && fd_posix[dirfd / FD_CHUNK])
             d = RELAXED_LOAD(fd_posix[dirfd / FD_CHUNK][dirfd % FD_CHUNK]);
+        if (d == EXCLUDED)
+            return 1;
         if (d && d->path[0] == '/') {
             size_t dl = strlen(d->path), pl = strlen(path);
             if (dl + pl + 2 < sizeof(joined)) {
@@ -365,9 +354,42 @@ tfd_rec *record_for_path(int dirfd, const char *path, int module)
             }
         }
     }
-    if (tfd_clean_path(p, stackbuf, sizeof(stackbuf)) != 0)
+    return tfd_clean_path(p, out, out_len);
+}
+
+/* What a call that named a path opens or stats: its record, EXCLUDED (the
+ * rules leave it out) or NULL (it cannot be named). An absolute path seen
+ * before comes from the cache. */
+tfd_rec *resolve_path(int dirfd, const char *path, int module)
+{
+    char clean[2 * PATH_MAX];
+    if (!path || !*path)
         return NULL;
-    return record_for_clean(stackbuf, module);
+    if (path[0] == '/') {
+        size_t n = strlen(path);
+        int64_t gen = __atomic_load_n(&path_gen, __ATOMIC_ACQUIRE);
+        uint64_t key = path_key(path, n, module);
+        path_entry *e = cached_path(path, n, module, key, gen);
+        if (TFD_LIKELY(e != NULL))
+            return e->rec;
+        if (tfd_clean_path(path, clean, sizeof(clean)) != 0)
+            return NULL;
+        tfd_rec *r = tfd_path_excluded(clean) ? EXCLUDED : record_for_id(clean, module);
+        if (r && r != overflow_rec[module & 15])
+            remember_path(path, n, module, key, gen, r);
+        return r;
+    }
+    int rc = clean_path_at(dirfd, path, clean, sizeof(clean));
+    if (rc != 0)
+        return rc == 1 ? EXCLUDED : NULL;
+    return tfd_path_excluded(clean) ? EXCLUDED : record_for_id(clean, module);
+}
+
+/* the record of a path, or NULL (excluded or unnamed) */
+tfd_rec *record_for_path(int dirfd, const char *path, int module)
+{
+    tfd_rec *r = resolve_path(dirfd, path, module);
+    return r == EXCLUDED ? NULL : r;
 }
 
 tfd_rec **posix_slot(int fd, int create)
@@ -409,7 +431,8 @@ stream_slot *stdio_slot(int fd, int create)
     return &chunk[fd % FD_CHUNK];
 }
 
-tfd_rec *stdio_rec(FILE *stream)
+/* stream -> its record, EXCLUDED or NULL */
+tfd_rec *stdio_rec_any(FILE *stream)
 {
     if (!stream)
         return NULL;
@@ -417,6 +440,13 @@ tfd_rec *stdio_rec(FILE *stream)
     if (!s || __atomic_load_n(&s->stream, __ATOMIC_ACQUIRE) != stream)
         return NULL;
     return RELAXED_LOAD(s->rec);
+}
+
+/* stream -> its record, or NULL (an excluded path has none) */
+tfd_rec *stdio_rec(FILE *stream)
+{
+    tfd_rec *r = stdio_rec_any(stream);
+    return r == EXCLUDED ? NULL : r;
 }
 
 void stdio_map(FILE *stream, tfd_rec *r)

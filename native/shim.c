@@ -133,6 +133,8 @@ int tfd_attach(const tfd_config *config, char *err, size_t err_len)
     /* while no wrapper can change them: descriptors opened, closed or
      * reused while we were detached */
     tfd_records_sync_open_fds();
+    tfd_kernel_io = config->kernel_io != 0;
+    tfd_mapped_sync();
     /* record from the first patched call on */
     __atomic_store_n(&tfd_attached, 1, __ATOMIC_SEQ_CST);
     tfd_patch_loaded_objects();
@@ -152,6 +154,7 @@ int tfd_detach(void)
     __atomic_add_fetch(&generation, 1, __ATOMIC_SEQ_CST);
     /* restore first, so calls already routed to us are still counted */
     tfd_unpatch_all();
+    tfd_mapped_stop();
     __atomic_store_n(&tfd_attached, 0, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&attach_lock);
     return 0;

@@ -58,6 +58,16 @@ static inline uint64_t tfd_ticks(void)
 }
 void tfd_clock_init(void) TFD_HIDDEN;
 
+/* ---- the shape every wrapper shares (wrappers.c, wrappers_kernel.c) */
+#define IDLE() TFD_UNLIKELY(!tfd_attached)
+/* Recording may reach libc (getcwd, statfs, malloc) only when it creates
+ * records: those wrappers keep errno explicitly. The data paths call
+ * nothing that sets errno (allocation there saves it itself). */
+#define KEEP_ERRNO(stmt) do { int e_ = errno; stmt; errno = e_; } while (0)
+#define HOT(stmt) stmt
+/* time one call of the original into r, t1, t2 */
+#define TIMED(call) uint64_t t1 = tfd_ticks(); __typeof__(call) r = (call); uint64_t t2 = tfd_ticks()
+
 /* ---- elfpatch.c: rewrite and restore GOT slots */
 int tfd_patch_loaded_objects(void) TFD_HIDDEN;   /* patches objects not yet patched */
 int tfd_unpatch_all(void) TFD_HIDDEN;
@@ -66,6 +76,7 @@ void tfd_patch_atfork_child(void) TFD_HIDDEN;
 
 /* ---- maps.c: memory protection for the patcher */
 void tfd_maps_load(void) TFD_HIDDEN;                 /* read /proc/self/maps */
+extern int64_t tfd_maps_bytes TFD_HIDDEN;            /* bytes it has read so far */
 int tfd_maps_prot(uintptr_t addr) TFD_HIDDEN;        /* PROT_* of addr, -1 if unmapped */
 int tfd_maps_write(void **slot, void *value) TFD_HIDDEN;
 
@@ -85,6 +96,8 @@ void tfd_posix_write(int fd, int64_t ret, int pflag, int64_t off, int aligned, u
  * one's are counted against the file the call was made on. Six arguments,
  * all in registers. */
 typedef struct tfd_rec tfd_rec;
+/* what a descriptor or stream of an excluded path maps to (records.h) */
+extern tfd_rec tfd_excluded TFD_HIDDEN;
 #define TFD_AT_OFFSET 1         /* pread/pwrite: the offset is explicit */
 #define TFD_MEM_ALIGNED 2       /* the buffer is 8-byte aligned */
 #define TFD_DATA_FLAGS(pflag, aligned) (((pflag) ? TFD_AT_OFFSET : 0) | ((aligned) ? TFD_MEM_ALIGNED : 0))
@@ -117,6 +130,18 @@ void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uin
 void tfd_stdio_seek(FILE *stream, int64_t newoff, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void *tfd_stdio_close_begin(FILE *stream) TFD_HIDDEN;
 void tfd_stdio_close_end(void *token, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+
+/* ---- records_kernel.c: kernel-side copies and mapped files, in our own fields */
+enum { TFD_KC_COPY_FILE_RANGE, TFD_KC_SENDFILE, TFD_KC_SPLICE };
+extern int tfd_kernel_io TFD_HIDDEN;          /* follow them (attach's kernel_io) */
+extern int tfd_mapped_count TFD_HIDDEN;       /* mappings followed */
+void tfd_kernel_copy(int fd_in, int fd_out, int64_t bytes, int mechanism, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_mapped_created(void *addr, size_t len, int prot, int fd, int64_t offset) TFD_HIDDEN;
+void *tfd_mapped_hold(void *addr, size_t len) TFD_HIDDEN;
+void tfd_mapped_release(void *held, void *addr, size_t len, int done) TFD_HIDDEN;
+void tfd_mapped_sample_all(void) TFD_HIDDEN;
+void tfd_mapped_sync(void) TFD_HIDDEN;
+void tfd_mapped_stop(void) TFD_HIDDEN;
 
 /* ---- darshan_hash.c */
 uint64_t tfd_hash64(const unsigned char *key, size_t len) TFD_HIDDEN;

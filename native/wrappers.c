@@ -23,18 +23,10 @@ tfd_hook tfd_hooks[] = {
 };
 const int tfd_n_hooks = sizeof(tfd_hooks) / sizeof(tfd_hooks[0]);
 
-#define IDLE() TFD_UNLIKELY(!tfd_attached)
-/* Recording may reach libc (getcwd, statfs, malloc) only when it creates
- * records: those wrappers keep errno explicitly. The data paths call
- * nothing that sets errno (allocation there saves it itself). */
-#define KEEP_ERRNO(stmt) do { int e_ = errno; stmt; errno = e_; } while (0)
-#define HOT(stmt) stmt
 /* the recording inlined into the data wrappers (its rare cases stay out of
  * line, records.h): one call, one prologue */
 #define FLAT __attribute__((flatten))
 #define ALIGNED(p) (((uintptr_t)(p) % 8) == 0)
-/* time one call of the original into r, t1, t2 */
-#define TIMED(call) uint64_t t1 = tfd_ticks(); __typeof__(call) r = (call); uint64_t t2 = tfd_ticks()
 
 static int iov_aligned(const struct iovec *iov, int n)
 {
@@ -126,8 +118,8 @@ OPEN_FIXED(mkostemps, (char *tmpl, int suffixlen, int flags), (tmpl, suffixlen, 
 
 int tfd_w_close(int fd)
 {
-    void *token;                /* none: not a descriptor we record, nothing to time */
-    if (IDLE() || !(token = tfd_posix_close_begin(fd)))
+    void *token;                /* none or excluded: nothing to time */
+    if (IDLE() || !(token = tfd_posix_close_begin(fd)) || token == (void *)&tfd_excluded)
         return tfd_real_close(fd);
     TIMED(tfd_real_close(fd));
     HOT(tfd_posix_close_end(token, t1, t2));
@@ -188,6 +180,12 @@ int tfd_w_fileno(FILE *stream)
         tfd_rec *rec;                                                        \
         if (IDLE() || !(rec = tfd_posix_record(fd)))                         \
             return tfd_real_##name args;                                     \
+        if (TFD_UNLIKELY(rec == &tfd_excluded)) {  /* its bytes, untimed */  \
+            ssize_t r = tfd_real_##name args;                                \
+            if (r > 0)                                                       \
+                HOT(tfd_posix_##kind##_rec(rec, r, 0, 0, 0, 0));             \
+            return r;                                                        \
+        }                                                                    \
         TIMED(tfd_real_##name args);                                         \
         if (r >= 0)                                                          \
             HOT(tfd_posix_##kind##_rec(rec, r, (pflag) ? (offset) : 0, TFD_DATA_FLAGS(pflag, aligned), t1, t2)); \
@@ -240,17 +238,6 @@ SEEK_WRAPPER(lseek64, off64_t)
     }
 SYNC_WRAPPER(fsync, 0)
 SYNC_WRAPPER(fdatasync, 1)
-
-#define MMAP_WRAPPER(name, offtype)                                          \
-    void *tfd_w_##name(void *addr, size_t len, int prot, int flags, int fd, offtype off) \
-    {                                                                        \
-        void *r = tfd_real_##name(addr, len, prot, flags, fd, off);          \
-        if (!IDLE() && fd >= 0 && !(flags & MAP_ANONYMOUS) && r != MAP_FAILED) \
-            KEEP_ERRNO(tfd_posix_mmap(fd));                                  \
-        return r;                                                            \
-    }
-MMAP_WRAPPER(mmap, off_t)
-MMAP_WRAPPER(mmap64, off64_t)
 
 /* Darshan keeps no counter for fadvise; the hook is there so the call is
  * seen (and can be traced) without changing it. */

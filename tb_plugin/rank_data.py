@@ -10,12 +10,13 @@ from typing import List, Tuple
 
 import pandas as pd
 
-from tfdarshan.analysis.analyze import ensure_tables
+from tfdarshan.analysis.analyze import ensure_tables, skipped_logs
 from tfdarshan.capture import mounts as M
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan.logs.logdir import Session
 from tfdarshan.advice.file_table import tiers_of
-from tfdarshan_tb.views import display_path, read_json, tier_names
+from tfdarshan.analysis.tables import COVERAGE
+from tfdarshan_tb.views import coverage_card, display_path, read_json, tier_names
 
 RANK_STEM = re.compile(r"(.*)\.rank(\d+)")
 
@@ -43,11 +44,16 @@ class RankSessionData:
         where = tables_dir(session)
         files, self.ranks, self.steps, self.mounts_table = (
             pd.read_parquet(where / t) for t in ("files", "ranks", "steps", "mounts"))
-        # one rank's mount table names the tiers (a job's ranks see the same mounts)
-        first = session.directory / f"{session.hosts[0]}.darshan"
+        # the logs the tables left out as unreadable ({"log", "reason"})
+        self.skipped_logs = skipped_logs(session.directory)
+        # one rank's mount table names the tiers (a job's ranks see the same mounts): a readable one's
+        first = session.directory / f"{self.ranks['log'].iat[0] if len(self.ranks) else session.hosts[0]}.darshan"
         record = read_job_record(first)
         self.mounts = [M.Mount(p, t) for p, t in record["mounts"]] or M.current()
         self.files = files.assign(tier=tier_names(tiers_of(files["path"], self.mounts)), total_time=files["io_time"],
                                   path=files["path"].map(display_path))
         self.job_metadata = record["metadata"]
+        # the job's coverage card: every rank's buckets added up
+        cov = self.ranks[list(COVERAGE)].dropna(subset=["counted_bytes", "kernel_bytes"])
+        self.coverage = coverage_card([{k: v for k, v in r.items() if v == v} for r in cov.to_dict("records")])
         self.advice = read_json(session.directory / "advice.json")

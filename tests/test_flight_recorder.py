@@ -4,7 +4,8 @@ The ring's cut of a span equals a profiling window over the same span;
 `tfdarshan run --flight-recorder` dumps exactly once for a step made slow
 by a file on the slow FUSE tier, with that file and only the I/O up to the
 slow step's end; SIGUSR2 dumps (and the program's own handler still runs);
-a storm of slow steps is rate-limited. Step times are sleeps of 0.1 s
+a storm of slow steps is rate-limited, while an operator's requests (SIGUSR2,
+dump()) right after an automatic dump are each served. Step times are sleeps of 0.1 s
 against a 10x threshold, so a loaded machine cannot fake a slow step."""
 import json
 import os
@@ -299,3 +300,60 @@ def test_bad_flight_recorder_options_are_one_line_errors(tmp_path, args, message
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert message in r.stderr.strip().splitlines()[-1] and "ran" not in r.stdout
     assert not (tmp_path / "l").exists()
+
+
+OPERATOR = """
+import os, pathlib, sys, time, tfdarshan
+logdir, data, ready, done = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3]), pathlib.Path(sys.argv[4])
+# the default automatic gap (300 s): only the slow step below dumps on its own
+fr = tfdarshan.flight_recorder(seconds=60, logdir=logdir, slow_factor=5, warmup_steps=3)
+for i in range(5):
+    with tfdarshan.step(i):
+        time.sleep(0.02 if i < 4 else 1.0)     # step 4: 50x the median
+with open(data, "rb") as f:
+    f.read()
+ready.write_text("1")
+deadline = time.time() + 120
+while not done.exists() and time.time() < deadline:
+    time.sleep(0.05)
+a, b = fr.dump(), fr.dump()                  # back to back: the second waits out the operator gap
+fr.stop()
+print(a)
+print(b)
+"""
+
+
+def _wait_for(condition, proc, deadline):
+    while not condition() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    return condition()
+
+
+def test_operator_requests_right_after_an_automatic_dump_are_never_dropped(tmp_path):
+    # each signal is sent once the previous dump is on disk: every ordering of
+    # the writer, the gap and the signals must give one more dump
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(54_321))
+    script = tmp_path / "operator.py"
+    script.write_text(OPERATOR)
+    logdir, ready, done = tmp_path / "logs", tmp_path / "ready", tmp_path / "done"
+    p = subprocess.Popen([sys.executable, str(script), str(logdir), str(data), str(ready), str(done)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 180
+        assert _wait_for(lambda: ready.exists() and len(_dumps(logdir)) == 1, p, deadline), "no slow-step dump"
+        for n in (2, 3):
+            os.kill(p.pid, signal.SIGUSR2)
+            assert _wait_for(lambda: len(_dumps(logdir)) == n, p, deadline), f"signal {n - 1} gave no dump"
+        done.write_text("1")
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 0, err[-3000:]
+    dumps = sorted(_dumps(logdir), key=lambda s: int(s.name.rsplit("_", 1)[1]))
+    triggers = [_log(d).meta["job_metadata"]["trigger"] for d in dumps]
+    assert triggers == ["slow step", "signal", "signal", "on demand", "on demand"]
+    assert [str(d.directory) for d in dumps[3:]] == out.split()
+    # the signals' dumps hold what was read before the signal
+    for d in dumps[1:3]:
+        assert _log(d).posix.set_index("path").at[str(data), "POSIX_BYTES_READ"] == 54_321

@@ -257,6 +257,9 @@ def fd_calls(slot):
         op("fcntl_dupfd", slot=1, slot2=slot), op("fcntl64_dupfd", slot=1, slot2=slot),
         op("fcntl_getfl", slot=slot), op("fcntl_setfl", slot=slot, a=os.O_APPEND),
         op("fdopen", slot=0, slot2=slot, mode="r"),
+        op("munmap", slot=slot, a=4096, c=-1),
+        *(op(n, slot=slot, slot2=slot, a=10, b=-1) for n in ("copy_file_range", "sendfile", "sendfile64",
+                                                             "splice")),
         op("close", slot=slot),
     ]
 
@@ -622,7 +625,13 @@ DESCRIPTOR_CALLS = st.one_of(
             b=st.sampled_from([0, 1, 4096, 8192]))
     + calls("posix_fadvise", "posix_fadvise64", slot=FD, a=OFFSETS, b=st.sampled_from([0, 100, -1]),
             c=st.sampled_from([0, 1, 2, 3, 4, 5, 99]))
+    + calls("munmap", slot=FD, a=st.just(8192), b=st.sampled_from([0, 4096, 1]),
+            c=st.sampled_from([-1, -2, 0, 1, 4096]))
 )
+# kernel-side copies from slot2 to slot (offset b, -1 for the file position; c: flags, 1 is invalid)
+COPY_CALLS = (calls("copy_file_range", "splice", slot=FD, slot2=FD, a=COUNTS, b=st.sampled_from([-1, 0, 100, 6000]),
+                    c=st.sampled_from([0, 0, 1]))
+              + calls("sendfile", "sendfile64", slot=FD, slot2=FD, a=COUNTS, b=st.sampled_from([-1, 0, 100, 6000])))
 READ_CALLS = st.one_of(
     calls("read", "__read_chk", "readv", slot=FD, a=COUNTS)
     + calls("pread", "pread64", "__pread_chk", "__pread64_chk", "preadv", "preadv64", slot=FD, a=COUNTS,
@@ -655,7 +664,7 @@ STDIO_CALLS = st.one_of(
 )
 # the groups weighted alike, whatever their number of functions
 ANY_CALL = st.one_of(OPENERS, DESCRIPTOR_CALLS, READ_CALLS, READ_CALLS, WRITE_CALLS, METADATA_CALLS,
-                     STDIO_CALLS, STDIO_CALLS)
+                     STDIO_CALLS, STDIO_CALLS, st.one_of(COPY_CALLS))
 
 # Each sequence starts with a file open for reading and writing in slot 0, a
 # pipe in slots 2 and 3 (for EAGAIN, EINTR, ESPIPE), a stream on a file in

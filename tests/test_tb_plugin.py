@@ -3,6 +3,7 @@ real browser."""
 import json
 import os
 import pathlib
+import shutil
 import socket
 import urllib.parse
 
@@ -229,6 +230,7 @@ def test_html_in_file_names_is_shown_as_text(tmp_path, attached):
 
 # ------------------------------------------- the verdict, the step filter, empty states
 LOOP, NO_STEPS, WRITE_ONLY = "loop", "nosteps", "writeonly"      # runs; the tab opens the last
+KERNEL = "kernelio"
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +239,9 @@ def lead_logdir(tf, tmp_path_factory):
     markers (an XProf profile beside our series); a window with no step
     markers that reads a file and pushes bytes through a pipe (the shim
     does not count pipes: low coverage); four marked steps that each write
-    one checkpoint file (a write-only log)."""
+    one checkpoint file (a write-only log); two steps that each copy a
+    file with shutil (the kernel copies it) and read a part of a memmap
+    made before the window."""
     root = tmp_path_factory.mktemp("lead")
     logdir = root / "logs"
     files = write_tfrecords(tf, root / "data", files=3)
@@ -257,6 +261,17 @@ def lead_logdir(tf, tmp_path_factory):
         finally:
             os.close(r)
             os.close(w)
+
+    copied, mapped = root / "data" / "copied.bin", root / "data" / "mapped.bin"
+    copied.write_bytes(os.urandom(3 << 20))
+    mapped.write_bytes(os.urandom(4 << 20))
+    m = np.memmap(mapped, dtype=np.uint8, mode="r")
+    with tfdarshan.profile(logdir=str(logdir / KERNEL)):
+        for i in range(2):
+            with tfdarshan.step(i):
+                shutil.copyfile(copied, root / "data" / f"copy{i}.bin")
+                int(m[i << 21:(i + 1) << 21].sum())
+    del m
 
     out = root / "ckpt"
     out.mkdir()
@@ -470,3 +485,43 @@ def test_empty_states_name_the_recommend_command_and_the_blind_spots(lead_tab, l
     assert r.returncode == 0, r.stderr
     assert (s.directory / "advice.json").exists()
     assert not [p for p in logdir.rglob("advice.json") if p.parent != s.directory]
+
+
+def test_files_read_in_ways_darshan_cannot_see_are_labelled(lead_tab, lead_server, lead_logdir):
+    """The copies' and the memmap's files: how they were read, in the table,
+    the cards, the per-step chart and the coverage note."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    logdir, _ = lead_logdir
+    s, q = _session(logdir, KERNEL)
+    snap = load_snapshot(s)
+    extra = snap.extra.set_index("path")
+    copied = next(p for p in extra.index if p.endswith("/copied.bin"))
+    mapped = next(p for p in extra.index if p.endswith("/mapped.bin"))
+    # shutil's mechanism, whichever this Python uses: the one that moved the bytes
+    used = "sendfile" if extra.at[copied, "SENDFILE_BYTES"] else "copy_file_range"
+    assert extra.at[copied, "COPY_BYTES_READ"] == 2 * (3 << 20)
+    status, _, page = _get_json(lead_server, "files", {**q, "limit": 1000})
+    rows = {r[0]: dict(zip(page["columns"], r)) for r in page["rows"]}
+    assert rows[copied]["how"] == used and rows[mapped]["how"] == "mmap"
+    assert rows[copied]["copy_bytes_read"] == 2 * (3 << 20) and rows[copied]["bytes_read"] == 0
+    assert rows[mapped]["mmap_bytes"] == 4 << 20 and rows[mapped]["reads"] == 0     # all of it, in two steps
+    d = lead_tab
+    _show_run(d, KERNEL)
+    WebDriverWait(d, WAIT).until(lambda drv: drv.find_elements(By.CSS_SELECTOR, "#tfd-beyond-darshan li"))
+    cells = d.execute_script("""return [...document.querySelectorAll('#tfd-files tbody tr')].map((tr) => {
+        const h = [...document.querySelectorAll('#tfd-files th')].map((th) => th.dataset.col);
+        const c = [...tr.children].map((td) => td.title || td.textContent);
+        return [c[h.indexOf('path')], c[h.indexOf('how')], c[h.indexOf('mmap_bytes')]]; })""")
+    labelled = {p: (how, mm) for p, how, mm in cells}
+    assert labelled[copied][0] == used and labelled[mapped][0] == "mmap"
+    assert labelled[mapped][1].startswith("~"), labelled[mapped]         # an estimate, and says so
+    head = d.find_element(By.CSS_SELECTOR, "th[data-col=mmap_bytes]")
+    assert head.text.startswith("read through mmap (estimate)") and "overcounted" in head.get_attribute("title")
+    card = d.find_element(By.CSS_SELECTOR, "#tfd-summary [data-key=mmap_bytes]").text
+    assert "read through mmap (estimate)" in card and card.startswith("~")
+    items = [li.text for li in d.find_elements(By.CSS_SELECTOR, "#tfd-beyond-darshan li")]
+    assert any(x.startswith(f"{mapped} (mmap)") for x in items), items
+    assert any(x.startswith(f"{copied} ({used})") for x in items), items
+    names = d.execute_script("return document.getElementById('tfd-step-chart').data.map((t) => t.name)")
+    assert "read through mmap (estimate)" in names and any(n.startswith("copied by the kernel") for n in names)

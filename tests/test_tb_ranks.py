@@ -7,7 +7,9 @@ every rank and step, step axes cover every step, no axis repeats a tick
 label, the access-size labels do not overlap at 1600 px; flight-recorder
 dumps and profiler-server captures are named for what they are."""
 import json
+import os
 import shutil
+import socket
 import urllib.parse
 
 import numpy as np
@@ -23,6 +25,7 @@ from rank_session import PIPELINE, RANKS_PER_NODE, pipeline_inputs, rank_of, rea
 from tb_helpers import ARTIFACTS, browser, fetch, open_tab, tensorboard
 
 REAL, RANKS, FEW = 4, 64, 8
+DAMAGED = 2                             # the rank whose log the "damaged" run has cut short
 ONE_STEPS = list(range(2, 12))          # the demo's profiled steps
 REASON = "step 812 took 4.1 s, 5.3× the median"
 PORT = 6009
@@ -55,6 +58,11 @@ def logdir(tmp_path_factory):
     analyze(many)                       # (the tab's own first-use build is tested on `few`)
     few = _copy_session(real, logdir, "ranks8")
     scale(few, REAL, FEW, host_of=scaled_host)
+    # one rank's log cut short (a rank killed while writing it, a full disk)
+    damaged = _copy_session(real, logdir, "damaged")
+    bad = next(damaged.glob(f"*.rank{DAMAGED}.darshan"))
+    bad.chmod(0o600)
+    os.truncate(bad, bad.stat().st_size // 2)
     rank0 = next(real.glob("*.rank0.darshan"))
     # ten steps numbered as the demo's (2-11), from rank 0's three, shifted in time
     s = read_parquet(rank0.with_name(rank0.name.replace(".darshan", ".steps.parquet")))
@@ -300,3 +308,17 @@ def test_flight_recorder_session_says_why_it_exists(tab):
     show("capture", "tfd-hist")
     labels = [o.text for o in d.find_elements(By.CSS_SELECTOR, "#tfd-host option")]
     assert f"vm port {PORT}" in labels, labels
+
+
+def test_a_session_with_an_unreadable_rank_log_shows_the_others_and_says_so(tab, server, logdir):
+    from selenium.webdriver.common.by import By
+    d, show = tab
+    bad = f"{socket.gethostname()}.rank{DAMAGED}.darshan"
+    status, summary = _get(server, "summary", _query(logdir[0], "damaged"))
+    assert status == 200, summary
+    assert summary["ranks"] == REAL - 1 and [s["log"] for s in summary["skipped_logs"]] == [bad]
+    status, wait = _get(server, "rank_wait", _query(logdir[0], "damaged"))
+    assert status == 200 and sorted(wait["ranks"]) == sorted(set(range(REAL)) - {DAMAGED})
+    show("damaged", "tfd-rank-wait")
+    note = d.find_element(By.ID, "tfd-skipped").text
+    assert "1 log was skipped" in note and bad in note

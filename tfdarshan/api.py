@@ -14,7 +14,7 @@ from tfdarshan.tf import flight_recorder as flight, hooks, session as tf_session
 
 def attach(include: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None, *,
            trace: Optional[bool] = None, record_cap: Optional[int] = None,
-           trace_memory: Optional[int] = None) -> bool:
+           trace_memory: Optional[int] = None, kernel_io: Optional[bool] = None) -> bool:
     """Start recording file I/O in this process (no LD_PRELOAD needed).
 
     include: path prefixes always recorded (beats every exclusion; /dev/shm/
@@ -24,9 +24,12 @@ def attach(include: Optional[Sequence[str]] = None, exclude: Optional[Sequence[s
     trace: also keep a per-operation trace (DXT), within trace_memory bytes.
     record_cap: files recorded per module; further files are folded into
       one record and counted (snapshot().meta["folded_files"]).
+    kernel_io: also count what Darshan cannot see, kernel-side copies and
+      reads through mapped files, in columns of our own (on by default;
+      TFDARSHAN_KERNEL_IO=0); Darshan's counters are the same either way.
     Returns False, changing nothing, if already attached."""
     fresh = RECORDER.attach(include, exclude, trace=trace, record_cap=record_cap,
-                            trace_memory=trace_memory)
+                            trace_memory=trace_memory, kernel_io=kernel_io)
     if not fresh and (include or exclude):
         warnings.warn("tfdarshan is already attached; the new include/exclude lists were not applied",
                       stacklevel=2)

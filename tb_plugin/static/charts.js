@@ -33,6 +33,8 @@ function tierColours(names) {
 
 // what is measured (not where) in slate and purple, apart from every tier colour
 export const READ = '#37474F', WRITTEN = '#90A4AE', RATE = '#8E24AA';
+// what Darshan's counters miss (kernel-side copies, reads through mmap): browns
+export const COPIED = '#795548', MAPPED = '#BCAAA4';
 
 const MIB = 2 ** 20;
 export const hasData = (ys) => ys.some((v) => v != null && v !== 0);
@@ -73,20 +75,24 @@ export function figures(steps, hist, mounts, timeline) {
     const series = (name, y, color, extra = {}) => many
       ? {type: 'scatter', mode: 'lines', name, x: steps.steps, y, line: {width: 1, color}, ...extra}
       : {type: 'bar', name, x: steps.steps, y, marker: {color}};
-    const moved = [series('bytes read', steps.bytes_read, READ), series('bytes written', steps.bytes_written, WRITTEN)]
+    const moved = [series('bytes read', steps.bytes_read, READ), series('bytes written', steps.bytes_written, WRITTEN),
+      series('copied by the kernel (copy_file_range, sendfile, splice)', steps.copy_bytes || [], COPIED),
+      series('read through mmap (estimate)', steps.mmap_bytes || [], MAPPED)]
         .filter((t) => hasData(t.y));
     if (moved.length) {
       const bw = steps.bandwidth.map((b) => b == null ? null : b / MIB);
       const rate = hasData(bw) ? [{type: 'scatter', mode: many ? 'lines' : 'lines+markers', name: 'bandwidth',
         x: steps.steps, y: bw, yaxis: 'y2', line: {color: RATE}, marker: {color: RATE}}] : [];
-      out.push({id: 'tfd-step-chart', title: 'Per step: bytes and bandwidth', data: [...moved, ...rate],
+      const over = steps.over ? `, ${steps.over}` : '';
+      out.push({id: 'tfd-step-chart', title: `Per step${over}: bytes and bandwidth`, data: [...moved, ...rate],
         layout: layout({barmode: 'stack', xaxis: stepAxis(steps.steps), yaxis: amount('bytes'),
           ...(rate.length ? {yaxis2: rightAmount('MiB/s', bw)} : {})})});
     }
     const perTier = [...tiers.keys()].filter((t) => steps.mounts[t] && hasData(steps.mounts[t]))
         .map((t) => series(plain(t), steps.mounts[t], tiers.get(t), {stackgroup: 'tiers', fillcolor: tiers.get(t)}));
     if (perTier.length) {
-      out.push({id: 'tfd-step-mounts', title: 'Per step and storage tier: bytes read', data: perTier,
+      out.push({id: 'tfd-step-mounts', title: `Per step and storage tier${steps.over ? `, ${steps.over}` : ''}: bytes read`,
+        data: perTier,
         layout: layout({barmode: 'stack', xaxis: stepAxis(steps.steps), yaxis: amount('bytes read')})});
     }
   }
@@ -112,7 +118,7 @@ export function figures(steps, hist, mounts, timeline) {
   const ops = (labels) => axis('operation', {categoryorder: 'array', categoryarray: labels});
   const moved = byTier([['read', 'bytes_read'], ['written', 'bytes_written']]);
   if (moved.length) {
-    out.push({id: 'tfd-mounts', title: 'Storage tiers: bytes moved', data: moved,
+    out.push({id: 'tfd-mounts', title: `Storage tiers: bytes moved${mounts.over ? `, ${mounts.over}` : ''}`, data: moved,
       layout: layout({barmode: 'group', xaxis: ops(['read', 'written']), yaxis: amount('bytes')})});
   }
   const speed = byTier([['read', 'read_bandwidth'], ['write', 'write_bandwidth']], MIB);

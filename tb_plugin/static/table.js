@@ -7,10 +7,16 @@ const LABELS = {path: 'file', interface: 'via', tier: 'tier', bytes_read: 'read'
   write_time: 'write time', meta_time: 'meta time', total_time: 'total time', bandwidth: 'bandwidth',
   mean_request: 'mean request (data reads)', seq_fraction: 'sequential (data reads)', zero_reads: '0-byte reads',
   ranks: 'ranks', bytes_min: 'least a rank moved', bytes_median: 'median a rank moved', bytes_max: 'most a rank moved',
-  io_time_max: 'longest a rank spent'};
+  io_time_max: 'longest a rank spent', how: 'also moved by', copy_bytes_read: 'copied out (kernel)',
+  copy_bytes_written: 'copied in (kernel)', copy_time: 'copy time', mmap_bytes: 'read through mmap (estimate)'};
 const FORMAT = {bytes_read: bytes, bytes_written: bytes, read_time: seconds, write_time: seconds, meta_time: seconds,
   total_time: seconds, bandwidth: rate, mean_request: bytes, seq_fraction: pct, bytes_min: bytes, bytes_median: bytes,
-  bytes_max: bytes, io_time_max: seconds};
+  bytes_max: bytes, io_time_max: seconds, copy_bytes_read: bytes, copy_bytes_written: bytes, copy_time: seconds,
+  mmap_bytes: (v) => v ? `~${bytes(v)}` : bytes(v)};
+// the header's hover text, where a label needs more words
+const HELP = {how: 'ways Darshan\'s counters cannot see: copy_file_range, sendfile, splice, mmap',
+  mmap_bytes: 'pages of the file the process mapped (/proc/self/pagemap): the kernel maps cached neighbours at each '
+    + 'fault, so scattered reads are overcounted'};
 // null in these is a figure nobody counted (STDIO has no stat counter): '?', never 0
 const UNCOUNTED = new Set(['stats', 'seq_fraction', 'zero_reads']);
 
@@ -42,8 +48,9 @@ export async function fileTable() {
     const page = await get('files', extra);
     if (mine !== latest) return;
     state.sort = page.sort;
+    // text columns (file, tier) are left-aligned, header and cells alike; numbers to the right
     const head = el('tr', {}, ...page.columns.map((col) => el('th', {
-      class: col === 'path' ? 'path' : '', 'data-col': col,
+      class: col === 'path' || col === 'tier' ? col : '', 'data-col': col, title: HELP[col] || '',
       onclick: () => {
         state.order = state.sort === col && state.order === 'desc' ? 'asc' : 'desc';
         state.sort = col;

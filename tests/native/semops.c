@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -76,6 +77,8 @@ int _IO_putc(int, FILE *);
     X(pwritev2, "pwritev2") X(pwritev64v2, "pwritev64v2")                       \
     X(lseek, "lseek") X(lseek64, "lseek64") X(fsync, "fsync")                   \
     X(fdatasync, "fdatasync") X(mmap, "mmap") X(mmap64, "mmap64")               \
+    X(munmap, "munmap") X(copy_file_range, "copy_file_range")                   \
+    X(sendfile, "sendfile") X(sendfile64, "sendfile64") X(splice, "splice")     \
     X(posix_fadvise, "posix_fadvise") X(posix_fadvise64, "posix_fadvise64")     \
     X(stat, "stat") X(lstat, "lstat") X(fstat, "fstat") X(stat64, "stat64")     \
     X(lstat64, "lstat64") X(fstat64, "fstat64") X(fstatat, "fstatat")           \
@@ -463,6 +466,48 @@ long sem_op(int op, int slot, int slot2, long a, long b, long c, const char *nam
         out[2] = copy_mapping(buf, buflen, m, fd, a, b);
         munmap(m, (size_t)a);
         return 0;
+    }
+    case OP_munmap: {
+        /* a shared mapping of its own (length a at offset b), read through,
+         * then the page at offset c unmapped (c = -1: all of it; -2: zero
+         * bytes, EINVAL); what is left goes afterwards */
+        void *m = mmap(NULL, (size_t)a, PROT_READ, MAP_SHARED, fd, b);
+        if (m == MAP_FAILED) {
+            out[0] = errno;
+            disarm();
+            return -1;
+        }
+        out[2] = copy_mapping(buf, buflen, m, fd, a, b);
+        size_t len = c == -1 ? (size_t)a : c == -2 ? 0 : 4096;
+        errno = 0;
+        r = munmap((char *)m + (c < 0 ? 0 : c), len);
+        out[0] = errno;
+        disarm();
+        if (r != 0 || len != (size_t)a)
+            munmap(m, (size_t)a);
+        return r;
+    }
+    /* kernel-side copies from slot2 to slot; b < 0: no offset (the file
+     * position), else the source offset; c: flags */
+    case OP_copy_file_range: {
+        loff_t from = b;
+        r = copy_file_range(fd2, b >= 0 ? &from : NULL, fd, NULL, (size_t)a, (unsigned)c);
+        break;
+    }
+    case OP_sendfile: {
+        off_t from = b;
+        r = sendfile(fd, fd2, b >= 0 ? &from : NULL, (size_t)a);
+        break;
+    }
+    case OP_sendfile64: {
+        off64_t from = b;
+        r = sendfile64(fd, fd2, b >= 0 ? &from : NULL, (size_t)a);
+        break;
+    }
+    case OP_splice: {
+        loff_t from = b;
+        r = splice(fd2, b >= 0 ? &from : NULL, fd, NULL, (size_t)a, (unsigned)c);
+        break;
     }
     case OP_posix_fadvise: r = posix_fadvise(fd, a, b, (int)c); break;
     case OP_posix_fadvise64: r = posix_fadvise64(fd, a, b, (int)c); break;

@@ -11,7 +11,14 @@ peers pay, while a tier's ordinary spread (cold reads of a disk) still
 counts, so the totals match what a re-run pays (a plain median predicted
 0.6 of the saving a re-run on real tiers achieved). The mean's 95 %
 interval gives the range the advice quotes; a file with no peers has a
-range from nothing to twice its cost."""
+range from nothing to twice its cost.
+
+Files read through mmap are candidates too, with their mapped bytes (an
+estimate: kernel_io.py). Page faults are not calls, so nothing measured
+their time: the mapped part is priced by the current tier's probed model
+when one is known, else at the read bandwidth measured on its mount, and
+otherwise left unpriced (no saving claimed) and said so; on the fast tier
+as reads of MAPPED_REQUEST bytes (the kernel's read-around for a fault)."""
 from __future__ import annotations
 
 import os
@@ -26,13 +33,106 @@ from tfdarshan.capture.snapshot import Snapshot
 
 COLUMNS = ["path", "size", "tier", "opens", "stats", "reads", "bytes_read", "read_time", "meta_time",
            "current_time", "expected_time", "expected_low", "expected_high", "peers", "predicted_time",
-           "saving", "saving_low", "saving_high", "rereads", "on_fast_tier"]
+           "saving", "saving_low", "saving_high", "rereads", "on_fast_tier", "meta_unit", "read_unit",
+           "mmap_bytes", "mmap_priced"]
+MAPPED_REQUEST = 128 * 1024
 
 
 def file_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier] = ()) -> pd.DataFrame:
     """One row per file read in the snapshot: size, work done, time measured
     now, time expected now (from its peers, with a range), time predicted
-    on `fast`, and the saving (expected minus predicted, with a range)."""
+    on `fast`, and the saving (expected minus predicted, with a range).
+    bytes_read includes mmap_bytes; mmap_priced says how the mapped part
+    was priced ("" when it was not)."""
+    mapped = _mapped(snap)
+    measured = _measured_costs(snap, fast, tiers)
+    if not len(mapped):
+        return measured
+    return _with_mapped(snap, measured, mapped, fast, tiers)
+
+
+def _mapped(snap: Snapshot) -> pd.Series:
+    """Bytes read through mappings, by POSIX record id (files with some)."""
+    e = snap.extra
+    if e.empty:
+        return pd.Series(dtype=np.int64)
+    e = e[(e["module"] == "POSIX") & (e["MMAP_BYTES"] > 0)]
+    return e.groupby("record_id")["MMAP_BYTES"].sum()
+
+
+def _with_mapped(snap: Snapshot, measured: pd.DataFrame, mapped: pd.Series, fast: T.Tier,
+                 tiers: Sequence[T.Tier]) -> pd.DataFrame:
+    """The measured files' costs plus their mapped part, and rows for files
+    only read through mappings."""
+    names = dict(zip(snap.posix["record_id"], snap.posix["path"]))
+    names.update(zip(snap.extra["record_id"], snap.extra["path"]))
+    mapped_paths = {names.get(r, ""): int(b) for r, b in mapped.items()}
+    rows = measured
+    only = [x for x in mapped_paths if x not in set(measured["path"])]
+    extra = [_mapped_only_row(x, fast, tiers) for x in only]
+    out = pd.concat([rows, pd.DataFrame(extra, columns=COLUMNS)], ignore_index=True) if extra \
+        else rows.reset_index(drop=True)
+    # (an empty measured table has no types to give the rows added to it)
+    out = out.astype({c: float for c in COLUMNS if c not in ("path", "tier", "on_fast_tier", "mmap_priced")})
+    out = out.astype({"on_fast_tier": bool, "size": np.int64, "mmap_bytes": np.int64})
+    mounts = [M.Mount(m, t) for m, t in snap.meta.get("mounts") or []] or M.current()
+    bandwidth = _mount_bandwidth(measured, mounts)
+    for i, path in enumerate(out["path"]):
+        b = mapped_paths.get(path, 0)
+        if not b:
+            continue
+        requests = -(-b // MAPPED_REQUEST)
+        now, how = _mapped_now(path, b, requests, tiers, bandwidth, mounts)
+        on_fast = bool(out.at[i, "on_fast_tier"])
+        later = fast.time(0, 0, requests, b) if now is not None and not on_fast else (now or 0.0)
+        gain = max((now or 0.0) - later, 0.0)
+        for c in ("expected_time", "expected_low", "expected_high"):
+            out.at[i, c] = float(out.at[i, c]) + (now or 0.0)
+        out.at[i, "predicted_time"] = float(out.at[i, "predicted_time"]) + later
+        for c in ("saving", "saving_low", "saving_high"):
+            out.at[i, c] = float(out.at[i, c]) + gain
+        out.at[i, "bytes_read"] = int(out.at[i, "bytes_read"]) + b
+        out.at[i, "mmap_bytes"], out.at[i, "mmap_priced"] = b, how
+        out.at[i, "rereads"] = out.at[i, "bytes_read"] / max(int(out.at[i, "size"]), 1)
+    return out[COLUMNS].reset_index(drop=True)
+
+
+def _mapped_only_row(path: str, fast: T.Tier, tiers: Sequence[T.Tier]) -> dict:
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0
+    prefix = fast.path.rstrip("/") or "/"
+    tier = T.tier_for(path, tiers) if tiers else None
+    return {"path": path, "size": size, "tier": tier.label if tier else "", "opens": 0, "stats": 0, "reads": 0,
+            "bytes_read": 0, "read_time": 0.0, "meta_time": 0.0, "current_time": 0.0, "expected_time": 0.0,
+            "expected_low": 0.0, "expected_high": 0.0, "peers": 0, "predicted_time": 0.0, "saving": 0.0,
+            "saving_low": 0.0, "saving_high": 0.0, "rereads": 0.0,
+            "on_fast_tier": prefix == "/" or path == prefix or path.startswith(prefix + "/"),
+            "meta_unit": 0.0, "read_unit": 0.0, "mmap_bytes": 0, "mmap_priced": ""}
+
+
+def _mount_bandwidth(measured: pd.DataFrame, mounts) -> dict:
+    """Read bandwidth measured per mount point (bytes / time in reads)."""
+    if measured.empty:
+        return {}
+    g = measured.assign(mount=M.points_of(measured["path"], mounts)).groupby("mount")[["bytes_read", "read_time"]].sum()
+    return {m: r.bytes_read / r.read_time for m, r in g.iterrows() if r.read_time > 0 and r.bytes_read > 0}
+
+
+def _mapped_now(path: str, nbytes: int, requests: int, tiers, bandwidth: dict, mounts):
+    """(seconds the mapped part costs now, how it was priced) or (None, "")."""
+    tier = T.tier_for(path, tiers) if tiers else None
+    if tier is not None:
+        return tier.time(0, 0, requests, nbytes), "probed tier"
+    bw = bandwidth.get(M.points_of(pd.Series([path]), mounts)[0])
+    if bw:
+        return nbytes / bw, "read bandwidth on its mount"
+    return None, ""
+
+
+def _measured_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier]) -> pd.DataFrame:
+    """file_costs of the files read through calls Darshan counts."""
     p = snap.posix
     if p.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -41,7 +141,7 @@ def file_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier] = ()) -> pd
     opens, stats, reads = (p[c].to_numpy(np.float64) for c in ("POSIX_OPENS", "POSIX_STATS", "POSIX_READS"))
     current = p["POSIX_F_READ_TIME"].to_numpy() + p["POSIX_F_META_TIME"].to_numpy()
     mounts = [M.Mount(m, t) for m, t in snap.meta.get("mounts") or []] or M.current()
-    expected, peers = _expected_now(p, opens + stats, reads, mounts)
+    expected, peers, units = _expected_now(p, opens + stats, reads, mounts)
     predicted = fast.time(opens, stats, reads, p["POSIX_BYTES_READ"].to_numpy())
     prefix = fast.path.rstrip("/") or "/"
     paths = p["path"].astype(object)
@@ -59,6 +159,9 @@ def file_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier] = ()) -> pd
         "predicted_time": np.where(on_fast, expected["mid"], predicted),
         "saving": saving["mid"], "saving_low": saving["low"], "saving_high": saving["high"],
         "rereads": p["POSIX_BYTES_READ"].to_numpy() / np.maximum(sizes, 1), "on_fast_tier": on_fast,
+        # expected seconds per metadata call and per read: a part of the file's work costs its share
+        "meta_unit": units[0], "read_unit": units[1],
+        "mmap_bytes": np.zeros(len(p), dtype=np.int64), "mmap_priced": "",
     }).reset_index(drop=True)
 
 
@@ -78,21 +181,24 @@ def _sizes(snap: Snapshot, p: pd.DataFrame) -> np.ndarray:
 
 
 def _expected_now(p: pd.DataFrame, meta_calls: np.ndarray, reads: np.ndarray, mounts):
-    """({"low", "mid", "high"} expected seconds per file, peers per file)."""
+    """({"low", "mid", "high"} expected seconds per file, peers per file,
+    (expected seconds per metadata call, per read) per file)."""
     mean_request = p["POSIX_BYTES_READ"].to_numpy(np.float64) / reads
     size_class = np.floor(np.log(np.maximum(mean_request, 1.0)) / np.log(4.0)).astype(np.int64)
     group = (pd.Series(M.points_of(p["path"], mounts), index=p.index).astype(str) + ":"
              + pd.Series(size_class, index=p.index).astype(str)).to_numpy()
     calls = np.maximum(meta_calls, 1.0)   # a file with no counted open or stat paid its metadata time per file
     out = {k: np.zeros(len(p)) for k in ("low", "mid", "high")}
+    units = []
     for unit, count in ((p["POSIX_F_META_TIME"].to_numpy() / calls, calls),
                         (p["POSIX_F_READ_TIME"].to_numpy() / reads, reads)):
         low, mid, high = _group_means(pd.Series(unit), group)
         out["low"] += count * low
         out["mid"] += count * mid
         out["high"] += count * high
+        units.append(mid)
     peers = pd.Series(group).map(pd.Series(group).value_counts()).to_numpy()
-    return out, peers
+    return out, peers, units
 
 
 def _group_means(unit: pd.Series, group: np.ndarray):

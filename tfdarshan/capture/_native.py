@@ -69,7 +69,7 @@ def os_bytes(s) -> bytes:
 
 def attach(*, record_cap: int, include: Sequence[str], exclude: Sequence[str],
            exclude_suffixes: Sequence[str], trace: bool, trace_cap_bytes: int,
-           chain_library: Optional[str]) -> bool:
+           chain_library: Optional[str], kernel_io: bool = True) -> bool:
     """Patch the loaded libraries; False if already attached."""
     cfg = ffi.new("tfd_config *")
     inc, keep_inc = _string_array(include)
@@ -83,6 +83,7 @@ def attach(*, record_cap: int, include: Sequence[str], exclude: Sequence[str],
     cfg.trace = bool(trace)
     cfg.trace_cap_bytes = trace_cap_bytes
     cfg.chain_library = chain
+    cfg.kernel_io = bool(kernel_io)
     err = ffi.new("char[512]")
     rc = lib.tfd_attach(cfg, err, 512)
     if rc < 0:
@@ -153,7 +154,19 @@ def live_totals() -> dict:
     if lib.tfd_live(out) != 0:
         return {}
     return {k: getattr(out, k) for k in
-            ("bytes_read", "bytes_written", "reads", "writes", "opens", "io_ticks", "files")}
+            ("bytes_read", "bytes_written", "reads", "writes", "opens", "io_ticks", "files", "excluded_read",
+             "excluded_written")}
+
+
+def followed_mappings() -> int:
+    """Mapped files the shim follows now (kernel_io.py)."""
+    return int(lib.tfd_followed_mappings())
+
+
+def own_read_bytes() -> int:
+    """Bytes the shim itself has read from /proc (its page samples): the
+    kernel's rchar counts them, coverage takes them out."""
+    return int(lib.tfd_own_read_bytes())
 
 
 def record_info(index: int) -> tuple[int, int, bytes]:

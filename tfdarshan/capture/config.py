@@ -63,15 +63,18 @@ class Settings:
     trace: bool
     trace_memory: int
     chain_library: Optional[str]
+    kernel_io: bool = True
 
 
 def settings(include: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None,
              *, trace: Optional[bool] = None, record_cap: Optional[int] = None,
-             trace_memory: Optional[int] = None) -> Settings:
+             trace_memory: Optional[int] = None, kernel_io: Optional[bool] = None) -> Settings:
     """Defaults, then TFDARSHAN_* variables, then the caller's arguments.
 
     `include` prefixes win over every exclusion. A user's `exclude` entry
-    starting with '*' is a suffix (e.g. '*.tmp')."""
+    starting with '*' is a suffix (e.g. '*.tmp'). `kernel_io`
+    (TFDARSHAN_KERNEL_IO=0 turns it off): count kernel-side copies and
+    follow mapped files, in columns of our own (kernel_io.py)."""
     inc = list(DEFAULT_INCLUDES) + list(_env_list("TFDARSHAN_INCLUDE")) + list(include or ())
     exc = list(DARSHAN_EXCLUDES) + list(python_prefixes())
     suf = list(DEFAULT_EXCLUDE_SUFFIXES)
@@ -79,6 +82,8 @@ def settings(include: Optional[Sequence[str]] = None, exclude: Optional[Sequence
         (suf if e.startswith("*") else exc).append(e.lstrip("*"))
     if trace is None:
         trace = os.environ.get("TFDARSHAN_TRACE", "") not in ("", "0")
+    if kernel_io is None:
+        kernel_io = os.environ.get("TFDARSHAN_KERNEL_IO", "1") not in ("", "0")
     for p in inc + exc:
         if not isinstance(p, str) or not p:
             raise ValueError(f"include/exclude entries must be non-empty strings, got {p!r}")
@@ -87,7 +92,8 @@ def settings(include: Optional[Sequence[str]] = None, exclude: Optional[Sequence
         record_cap=record_cap or _env_int("TFDARSHAN_RECORD_CAP", DEFAULT_RECORD_CAP),
         trace=bool(trace),
         trace_memory=trace_memory or _env_int("TFDARSHAN_TRACE_MEMORY", DEFAULT_TRACE_MEMORY),
-        chain_library=os.environ.get("TFDARSHAN_LIBDARSHAN") or loaded_site_darshan())
+        chain_library=os.environ.get("TFDARSHAN_LIBDARSHAN") or loaded_site_darshan(),
+        kernel_io=bool(kernel_io))
 
 
 def loaded_site_darshan() -> Optional[str]:

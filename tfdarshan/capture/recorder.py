@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.capture import _native, counters as C, config, coverage
+from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import heatmap as H
 from tfdarshan.capture import mounts as M
-from tfdarshan.capture.snapshot import Snapshot, _with_top4, empty_dxt, empty_extra, empty_values
+from tfdarshan.capture.snapshot import Snapshot, _with_top4, empty_dxt, empty_extra, empty_values, extra_frame
 
 R = _native.ROW_INDEX
 W = len(_native.ROW_FIELDS)
@@ -30,6 +31,10 @@ STD_STREAMS = {"<STDIN>", "<STDOUT>", "<STDERR>"}
 
 
 NO_VALUES = np.zeros((0, 4), dtype=np.int64)
+# a record is in the Darshan tables when one of Darshan's sums or extremes is
+# set, never for kernel-side I/O alone (kernel_io.py: those go to extra)
+KERNEL_COLUMNS = np.array([R[f] for f in K.FIELDS.values()])
+DARSHAN_SUMS = np.array([i for i in range(R["MODULE"] + 1, I0) if i not in set(KERNEL_COLUMNS)])
 
 
 class Interval:
@@ -126,16 +131,26 @@ class Recorder:
         self.trace_cap = 0      # bytes of trace a window may hold, as the shim's own buffer
         self._pid = os.getpid()
 
+    @classmethod
+    def offline(cls, ids, paths, modules, clock, counts) -> "Recorder":
+        """A recorder holding another process's records (its live file:
+        capture/live.py), to build their Snapshot with snapshot_of."""
+        rec = cls()
+        rec._ids, rec._paths, rec._modules, rec._clock = ids, paths, modules, clock
+        rec._meta.update(counts)
+        return rec
+
     # ------------------------------------------------------------ attach
     def attach(self, include=None, exclude=None, *, trace=None, record_cap=None,
-               trace_memory=None) -> bool:
+               trace_memory=None, kernel_io=None) -> bool:
         s = config.settings(include, exclude, trace=trace, record_cap=record_cap,
-                            trace_memory=trace_memory)
+                            trace_memory=trace_memory, kernel_io=kernel_io)
         with self._lock:
             self._after_fork()
             fresh = _native.attach(record_cap=s.record_cap, include=s.include, exclude=s.exclude,
                                    exclude_suffixes=s.exclude_suffixes, trace=s.trace,
-                                   trace_cap_bytes=s.trace_memory, chain_library=s.chain_library)
+                                   trace_cap_bytes=s.trace_memory, chain_library=s.chain_library,
+                                   kernel_io=s.kernel_io)
             if fresh:
                 self.settings = s
                 self.trace_cap = s.trace_memory if s.trace else 0
@@ -302,24 +317,28 @@ class Recorder:
         `ext` and access-size frequency rows `values` (index, kind, value, count)."""
         rows = np.hstack([cum, ext])
         clock = self.clock
+        darshan = (cum[:, DARSHAN_SUMS] != 0).any(axis=1) | (ext != 0).any(axis=1)
+        kernel = (cum[:, KERNEL_COLUMNS] != 0).any(axis=1)
         frames, extra = {}, []
         for code, module in MODULE_NAMES.items():
-            sel = self._modules[idx] == code
-            mi, mrows = idx[sel], rows[sel]
+            sel = (self._modules[idx] == code) & (darshan | kernel)
+            mi, mrows, in_darshan = idx[sel], rows[sel], darshan[sel]
             if module == "STDIO":
                 # like Darshan's output: unused standard streams are dropped
                 unused = np.isin(self._paths[mi].astype(str), list(STD_STREAMS)) & \
                     (mrows[:, R["READS"]] == 0) & (mrows[:, R["WRITES"]] == 0)
-                mi, mrows = mi[~unused], mrows[~unused]
-            cols = C.from_native(module, mrows, FULL_INDEX, clock)
+                mi, mrows, in_darshan = mi[~unused], mrows[~unused], in_darshan[~unused]
+            cols = C.from_native(module, mrows[in_darshan], FULL_INDEX, clock)
             # object, not pandas' Arrow strings: non-UTF-8 names keep their
             # surrogate escapes and round-trip to the original bytes
-            df = pd.DataFrame({"record_id": self._ids[mi], "path": pd.Series(self._paths[mi], dtype=object),
-                               **cols},
+            df = pd.DataFrame({"record_id": self._ids[mi[in_darshan]],
+                               "path": pd.Series(self._paths[mi[in_darshan]], dtype=object), **cols},
                               columns=C.columns(module))
             frames[module] = df
             extra.append(pd.DataFrame({"record_id": self._ids[mi], "module": module,
-                                       "ZERO_READS": mrows[:, R["ZERO_READS"]]}))
+                                       "path": pd.Series(self._paths[mi], dtype=object),
+                                       "ZERO_READS": mrows[:, R["ZERO_READS"]],
+                                       **K.from_rows(mrows, R, clock.ticks_per_second)}))
         posix_idx = idx[self._modules[idx] == _native.MODULE_POSIX]
         v = values[np.isin(values[:, 0], posix_idx)]
         if len(v):
@@ -328,8 +347,7 @@ class Recorder:
         else:
             values_df = empty_values()
         posix = _with_top4(frames["POSIX"], values_df)
-        extra_df = pd.concat(extra, ignore_index=True) if extra else empty_extra()
-        extra_df["record_id"] = extra_df["record_id"].astype(np.uint64)
+        extra_df = extra_frame(pd.concat(extra, ignore_index=True)) if extra else empty_extra()
         full_meta = {"format": "tfdarshan", "seq": None, "start": 0.0, "end": 0.0,
                      "origin_unix_time": clock.origin_unix_time, "hostname": socket.gethostname(),
                      "pid": os.getpid(), "recorder": None,

@@ -15,10 +15,15 @@ import pandas as pd
 
 from tfdarshan.capture import counters as C
 from tfdarshan.capture import heatmap as H
+from tfdarshan.capture import kernel_io as K
 
 FORMAT = "tfdarshan.snapshot/1"
 VALUE_COLUMNS = ["record_id", "kind", "value", "count"]
-EXTRA_COLUMNS = ["record_id", "module", "ZERO_READS"]
+# per file, what Darshan has no slot for: 0-byte reads, and kernel-side I/O
+# (kernel_io.py). A file whose only I/O in a window was kernel-side has a
+# row here and none in posix, hence the path.
+EXTRA_COLUMNS = ["record_id", "module", "path", "ZERO_READS", *K.FIELDS]
+EXTRA_COUNTS = ["ZERO_READS", *K.FIELDS]
 DXT_COLUMNS = ["record_id", "op", "offset", "length", "start", "end"]
 
 
@@ -29,7 +34,23 @@ def empty_values() -> pd.DataFrame:
 
 def empty_extra() -> pd.DataFrame:
     return pd.DataFrame({"record_id": pd.Series(dtype=np.uint64), "module": pd.Series(dtype=object),
-                         "ZERO_READS": pd.Series(dtype=np.int64)})
+                         "path": pd.Series(dtype=object), "ZERO_READS": pd.Series(dtype=np.int64),
+                         **{c: pd.Series(dtype=t) for c, t in K.dtypes().items()}})
+
+
+def extra_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """An extra table in EXTRA_COLUMNS' order and types; columns it lacks
+    (older snapshots, logs with only 0-byte reads known) are zero, or an
+    empty path."""
+    if df.empty and not len(df.columns.difference(EXTRA_COLUMNS)):
+        return empty_extra()
+    df = df.copy()
+    for c, t in {"ZERO_READS": np.int64, **K.dtypes()}.items():
+        df[c] = df[c].fillna(0).astype(t) if c in df else np.zeros(len(df), dtype=t)
+    df["path"] = df["path"].astype(object) if "path" in df else pd.Series([""] * len(df), dtype=object,
+                                                                         index=df.index)
+    df["record_id"] = df["record_id"].astype(np.uint64)
+    return df[EXTRA_COLUMNS].reset_index(drop=True)
 
 
 def empty_dxt() -> pd.DataFrame:
@@ -51,7 +72,9 @@ class Snapshot:
       since `meta["origin_unix_time"]`, as Darshan's are since job start.
     values: how often each access size (kind 0) and stride (kind 1) occurred
       per POSIX file; ACCESS1..4 and STRIDE1..4 are computed from it.
-    extra: counters Darshan has no slot for (reads that returned 0 bytes).
+    extra: per file, what Darshan has no slot for: reads that returned 0
+      bytes, and the kernel-side I/O of kernel_io.py (copies, mapped reads),
+      with the path, since a file may have no Darshan row in a window.
     dxt: per-operation segments, when tracing was on during the window.
     heat: bytes per time bin and direction (Darshan's heatmap, finer).
     meta: origin, start/end of the span, host, pid, records folded past the
@@ -65,6 +88,11 @@ class Snapshot:
     meta: Dict[str, Any]
     _extremes: Optional[ExtremesSource] = dataclasses.field(default=None, repr=False)
     _heat: pd.DataFrame = dataclasses.field(default_factory=H.empty, repr=False)
+
+    def __post_init__(self):
+        # an extra table from before the kernel-side columns (or built by hand) gets them, as zeros
+        if list(self._extra.columns) != EXTRA_COLUMNS:
+            object.__setattr__(self, "_extra", extra_frame(self._extra))
 
     # DataFrames are handed out as shallow copies: with copy-on-write a
     # caller's edits never reach the snapshot.
@@ -126,7 +154,7 @@ class Snapshot:
                     folded_files=self.meta.get("folded_files", 0) - earlier.meta.get("folded_files", 0),
                     trace_dropped=self.meta.get("trace_dropped", 0) - earlier.meta.get("trace_dropped", 0))
         keep = set(posix["record_id"]) | set(frames["STDIO"]["record_id"])
-        extra = extra[extra["record_id"].isin(keep)].reset_index(drop=True)
+        extra = extra[extra["record_id"].isin(keep) | K.active(extra)].reset_index(drop=True)
         return Snapshot(posix, frames["STDIO"], values, extra, dxt.reset_index(drop=True), meta, self._extremes,
                         H.subtract(self._heat, earlier._heat))
 
@@ -151,6 +179,8 @@ class Snapshot:
         def table(key, template):
             t = d.get(key) or {"columns": list(template.columns), "data": []}
             df = pd.DataFrame(t["data"], columns=t["columns"], dtype=object)
+            if key == "extra" and set(df.columns) <= set(EXTRA_COLUMNS) and {"record_id", "module"} <= set(df):
+                df = extra_frame(df).astype(object)       # saved before the kernel-side columns existed
             if list(df.columns) != list(template.columns):
                 raise ValueError(f"snapshot table {key!r} has unexpected columns")
             return df.astype(template.dtypes.to_dict()) if len(df) else template
@@ -218,8 +248,9 @@ def _values_delta(later: pd.DataFrame, earlier: pd.DataFrame) -> pd.DataFrame:
 def _extra_delta(later: pd.DataFrame, earlier: pd.DataFrame) -> pd.DataFrame:
     if earlier.empty:
         return later.reset_index(drop=True)
-    m = later.merge(earlier, on=["record_id", "module"], how="left", suffixes=("", "_e"))
-    m["ZERO_READS"] = m["ZERO_READS"] - m["ZERO_READS_e"].fillna(0).astype(np.int64)
+    m = later.merge(earlier.drop(columns="path"), on=["record_id", "module"], how="left", suffixes=("", "_e"))
+    for c in EXTRA_COUNTS:
+        m[c] = m[c] - m[c + "_e"].fillna(0).astype(m[c].dtype)
     return m[EXTRA_COLUMNS].reset_index(drop=True)
 
 
@@ -278,7 +309,11 @@ def combine(snaps) -> Snapshot:
         values = values.groupby(["record_id", "kind", "value"], as_index=False)["count"].sum()[VALUE_COLUMNS]
     extra = pd.concat([s._extra for s in snaps], ignore_index=True)
     if len(extra):
-        extra = extra.groupby(["record_id", "module"], as_index=False)["ZERO_READS"].sum()[EXTRA_COLUMNS]
+        # (a process's row may lack the path: "first" takes the first that has it)
+        extra = extra.assign(path=extra["path"].replace("", np.nan)).groupby(
+            ["record_id", "module"], as_index=False, sort=False).agg(
+            {"path": "first", **{c: "sum" for c in EXTRA_COUNTS}})[EXTRA_COLUMNS]
+        extra["path"] = extra["path"].fillna("").astype(object)
     dxt = pd.concat([s._dxt.assign(start=s._dxt["start"] + sh, end=s._dxt["end"] + sh)
                      for s, sh in zip(snaps, shifts)], ignore_index=True)
     heat = H.compact(pd.concat([s._heat.assign(start=s._heat["start"] + sh) for s, sh in zip(snaps, shifts)],

@@ -23,23 +23,41 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     import pathlib
     from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
+    from tfdarshan.capture import live
+    from tfdarshan.capture import mounts as M
+    from tfdarshan.logs import input_wait, live_log, skipping
     from tfdarshan.logs.logdir import pick_session
     src = pathlib.Path(args.source)
     if not src.is_dir():
         raise TfdarshanError(f"{src}: not a directory")
+    if not args.session and list(src.glob("*" + live.SUFFIX)):
+        # a session whose only process was killed: its live log first
+        early = live_log.summary_line(live_log.recover(src))
+        if early:
+            print(f"tfdarshan analyze: {early}", file=sys.stderr)
     if rank_logs(src) and not args.session:
         session_dir = src                  # the session directory itself, or a folder of logs
     else:
         session_dir = pick_session(src, args.session)[0].directory
     r = analyze(session_dir, scheduler=args.scheduler)
+    if live_log.summary_line(r["recovered"]):
+        print(f"tfdarshan analyze: {live_log.summary_line(r['recovered'])}", file=sys.stderr)
+    if r["skipped"]:
+        print(f"tfdarshan analyze: {skipping.warning_line(r['skipped'])}", file=sys.stderr)
     ranks = read_table(session_dir, "ranks").sort_values("input_wait", ascending=False, na_position="last")
     files = read_table(session_dir, "files")
-    print(f"analyzed {r['ranks']} logs in {session_dir} ({r['where']}): {len(files)} files; tables in "
+    partial = list(ranks[ranks["partial"]]["log"])
+    left_out = (f", {len(r['skipped'])} unreadable skipped" if r["skipped"] else "") + \
+        (f", {len(partial)} partial ({', '.join(partial[:10])}: {live_log.WHY})" if partial else "")
+    print(f"analyzed {r['ranks']} logs{left_out} in {session_dir} ({r['where']}): {len(files)} files; tables in "
           f"{session_dir / 'analysis'}")
     waits = ranks.dropna(subset=["input_wait"])
     if len(waits):
-        print("ranks waiting longest on file I/O (share of step time): " + ", ".join(
+        print(f"ranks waiting longest on file I/O ({input_wait.LABEL}, {input_wait.CAPPED}): " + ", ".join(
             f"rank {int(x.rank)} {100 * x.input_wait:.1f} %" for x in waits.head(5).itertuples()))
-    print(f"most shared file: {files.sort_values('ranks').iloc[-1]['path']} "
-          f"({int(files['ranks'].max())} of {r['ranks']} ranks)" if len(files) else "no files", file=sys.stdout)
+    # the most shared file that moved data (every rank has <STDERR>, and opens lock files)
+    moved = files[(files["bytes_read"] + files["bytes_written"] > 0) & ~files["path"].isin(M.STREAM_PATHS)]
+    top = (moved if len(moved) else files).sort_values(["ranks", "bytes_read"]).tail(1)
+    print(f"most shared file: {top['path'].iat[0]} ({int(top['ranks'].iat[0])} of {r['ranks']} ranks)"
+          if len(top) else "no files", file=sys.stdout)
     return 0

@@ -110,9 +110,12 @@ def run(args: argparse.Namespace) -> int:
     cov = json.loads((session.directory / f"{session.hosts[0]}.coverage.json").read_text()) \
         if (session.directory / f"{session.hosts[0]}.coverage.json").exists() else None
     if cov and cov.get("share") is not None:
-        print(f"coverage: these counters hold {100 * cov['share']:.0f} % of the bytes the kernel counted for "
-              f"the process in the window (the rest: pipes, sockets, excluded files, mmap; see "
-              f"tfdarshan.capture.coverage.BLIND_SPOTS)")
+        excluded = cov.get("excluded_bytes")
+        print(f"coverage: these counters hold {100 * cov['share']:.0f} % of the data I/O the kernel counted for "
+              f"the process in the window"
+              + (f" ({report.human_bytes(excluded)} on paths excluded by design, imports and libraries, counted "
+                 f"apart; {report.human_bytes(cov.get('unseen_bytes') or 0)} unseen: pipes, sockets, direct "
+                 f"system calls)" if excluded is not None else ""))
 
     # staging advice: /dev/shm as the fast tier, a budget of 10 % of the bytes read
     from tfdarshan.advice import render as advice_report, advisor, tiers

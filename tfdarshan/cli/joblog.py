@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import re
+import sys
 
 from tfdarshan.cli import path_arg
 from tfdarshan.errors import TfdarshanError
@@ -20,16 +21,19 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfdarshan.logs import joblog
-    from tfdarshan.logs.darshan_log import read_darshan_log
+    from tfdarshan.logs import joblog, live_log, skipping
+    from tfdarshan.logs.darshan_log import read_job_record
     d = pathlib.Path(args.session)
     if not d.is_dir():
         raise TfdarshanError(f"{d}: not a directory")
+    recovered = live_log.summary_line(live_log.recover(d))      # ranks killed before writing their logs
+    if recovered:
+        print(f"tfdarshan joblog: {recovered}", file=sys.stderr)
     logs = {int(m.group(1)): p for p in sorted(d.glob("*.rank*.darshan"))
             if (m := re.fullmatch(r".*\.rank(\d+)\.darshan", p.name)) and not joblog.is_job_log(p.name)}
     if not logs:
         raise TfdarshanError(f"{d}: no <host>.rank<r>.darshan logs (not a multi-rank session)")
-    meta = read_darshan_log(logs[min(logs)]).meta["job_metadata"]
+    meta = first_readable(logs)
     job = meta.get("job") or "job"
     size = args.nprocs or int(meta.get("world_size") or 0) or max(logs) + 1
     if size <= max(logs):
@@ -37,9 +41,30 @@ def run(args: argparse.Namespace) -> int:
     out = d / joblog.job_log_name(job)
     if out.exists():
         raise TfdarshanError(f"{out}: already exists; remove it to write it again")
-    written = joblog.write_job_log(d, logs, job, size)
+    skipped_logs = []
+    written = joblog.write_job_log(d, logs, job, size, skipped=skipped_logs)
+    if skipped_logs:
+        print(f"tfdarshan joblog: {skipping.warning_line(skipped_logs, 'rank log')}", file=sys.stderr)
+    skipped = len(skipped_logs)
+    info = read_job_record(written)["metadata"]
     missing = sorted(set(range(size)) - set(logs))
-    print(f"wrote {written}: {len(logs)} of {size} ranks"
-          + (f" (no log from rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing[:10]))}"
-             f"{' ...' if len(missing) > 10 else ''})" if missing else ""))
+    notes = [f"no log from rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing[:10]))}"
+             f"{' ...' if len(missing) > 10 else ''}"] if missing else []
+    partial = [r for r in info.get("partial_ranks", "").split(",") if r]
+    if partial:
+        notes.append(f"partial: rank{'s' if len(partial) > 1 else ''} {', '.join(partial)} {live_log.WHY}")
+    if skipped:
+        notes.append(f"{skipped} unreadable rank log{'s' if skipped > 1 else ''} skipped: {skipping.names(skipped_logs)}")
+    print(f"wrote {written}: {len(logs) - skipped} of {size} ranks" + (f" ({'; '.join(notes)})" if notes else ""))
     return 0
+
+
+def first_readable(logs) -> dict:
+    """The job metadata of the lowest rank whose log's job record reads."""
+    from tfdarshan.logs.darshan_log import read_job_record
+    for r in sorted(logs):
+        try:
+            return read_job_record(logs[r])["metadata"]
+        except (TfdarshanError, OSError):
+            continue
+    raise TfdarshanError(f"no readable rank log among {', '.join(p.name for p in list(logs.values())[:10])}")

@@ -10,7 +10,14 @@ written at the end: the last DURATION of I/O is kept in memory and written
 as a session when a step is slow, on SIGUSR2, or when the script calls
 tfdarshan.flight_recorder().dump(). With --children, Python processes it starts
 (subprocess, multiprocessing spawn) attach too and write <host>_<pid> files
-into the same directory; forked children always count on their own."""
+into the same directory; forked children always count on their own.
+
+A log directory that cannot take a probe file is refused before the script
+starts (exit 2). Logs that cannot be written there at the end go to a
+fallback directory ($TFDARSHAN_FALLBACK_DIR, else ~/.cache/tfdarshan/unsaved,
+else $TMPDIR), named on stderr; the exit status is the script's own. While
+it runs, each process keeps <stem>.live in the session directory: if it is
+killed, `tfdarshan joblog` or `analyze` turns that into a partial log."""
 from __future__ import annotations
 
 import argparse
@@ -38,7 +45,8 @@ def add_parser(sub) -> None:
     fr.add_argument("--slow-factor", type=float, default=3.0,
                     help="a step is slow above this many times the running median (default 3, after 20 steps)")
     fr.add_argument("--dump-gap", metavar="DURATION", type=duration_arg, default=300.0,
-                    help="at most one automatic dump per DURATION (default 300s)")
+                    help="at most one automatic (slow-step) dump per DURATION (default 300s); "
+                         "SIGUSR2 and dump() have their own 1 s gap")
     fr.add_argument("--max-dumps", type=int, default=10, help="automatic dumps in all (default 10)")
     fr.add_argument("--ring-memory", metavar="SIZE", default="64MiB",
                     help="memory for the recorded seconds (default 64MiB)")
@@ -93,8 +101,22 @@ def check_module(name: str) -> None:
         raise TfdarshanError(f"-m {name}: no module named {name}")
 
 
-def run(args: argparse.Namespace) -> int:
+def prepared_run(args: argparse.Namespace, steps, flight):
+    """The WholeRun, once the log directory has taken a probe file (and the
+    ranks of a job have agreed on their session directory): a log directory
+    that cannot take the logs is refused before the script starts."""
+    from tfdarshan.logs.destination import check_writable
+    from tfdarshan.logs.logdir import session_root
     from tfdarshan.tf import runner
+    try:
+        check_writable(session_root(args.logdir, beside_xprof=False))
+        return runner.WholeRun(args.logdir, steps=steps, trace=args.trace, children=args.children, flight=flight)
+    except OSError as e:
+        raise TfdarshanError(f"--logdir {args.logdir}: cannot write the logs there "
+                             f"({e.strerror or e}); the script was not started") from None
+
+
+def run(args: argparse.Namespace) -> int:
     steps = parse_steps(args.steps)
     flight = flight_policy(args)
     # refused before attaching: a mistake must not leave a log behind
@@ -110,9 +132,9 @@ def run(args: argparse.Namespace) -> int:
         if not script.is_file():
             raise TfdarshanError(f"{script}: no such script")
         target, argv = str(script), [str(script)] + args.args
-    run = runner.WholeRun(args.logdir, steps=steps, trace=args.trace, children=args.children, flight=flight)
+    run = prepared_run(args, steps, flight)
+    sys.argv = argv                 # before start: the live log names the program as the log will
     run.start()
-    sys.argv = argv
     code = 0
     try:
         if args.module:

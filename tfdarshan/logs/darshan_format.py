@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import glob
 import pathlib
+import re
 import struct
+from typing import List, Optional, Tuple
 
 import cffi
 import numpy as np
@@ -28,6 +30,61 @@ HEATMAP_NAMES = {"POSIX": "heatmap:POSIX", "STDIO": "heatmap:STDIO"}
 PSEUDO_FS = {"proc", "sysfs", "devpts", "cgroup", "cgroup2", "securityfs", "debugfs", "tracefs", "bpf",
              "pstore", "mqueue", "fusectl", "configfs", "binfmt_misc", "autofs", "hugetlbfs",
              "rpc_pipefs", "nsfs", "efivarfs", "devtmpfs"}
+
+# the name region: records {uint64 id; char name[];} back to back, each name
+# ending in a NUL (an id may hold NUL bytes; a name never does)
+_NAME_RECORD = re.compile(rb"(.{8})([^\x00]*)\x00", re.S)
+
+
+def parse_names(raw: bytes) -> Optional[Tuple[np.ndarray, List[str]]]:
+    """(ids, paths) of an inflated name region, or None when it is not a
+    run of whole records with names under PATH_MAX. One regular-expression
+    pass in C: a job log can name millions of files."""
+    found = _NAME_RECORD.findall(raw)
+    if not found:
+        return (np.zeros(0, dtype=np.uint64), []) if not raw else None
+    id_parts, name_parts = zip(*found)
+    text = b"\x00".join(name_parts)
+    # matches are back to back from the start; anything left over is damage
+    if 8 * len(found) + len(text) + 1 != len(raw) or max(map(len, name_parts)) >= PATH_MAX:
+        return None
+    ids = np.frombuffer(b"".join(id_parts), dtype="<u8").astype(np.uint64)
+    return ids, text.decode("utf-8", "surrogateescape").split("\x00")
+
+
+def pack_names(ids: np.ndarray, names: List[bytes]) -> Tuple[np.ndarray, np.ndarray]:
+    """The name region's records for `ids` (one each, by ascending id; the
+    last name given for an id wins), as one byte buffer, and where each
+    record starts in it. Names are cut to PATH_MAX - 1 bytes, as the
+    writer's own buffer would cut them."""
+    ids = np.asarray(ids, dtype=np.uint64)
+    order = np.argsort(ids, kind="stable")
+    last = np.ones(len(order), dtype=bool)
+    last[:-1] = ids[order][1:] != ids[order][:-1]
+    order = order[last]
+    names = [names[i][:PATH_MAX - 1] for i in order.tolist()]
+    sizes = np.fromiter(map(len, names), dtype=np.int64, count=len(names))
+    starts = np.zeros(len(names), dtype=np.int64)
+    np.cumsum(sizes[:-1] + 9, out=starts[1:])
+    blob = np.zeros(max(int(sizes.sum()) + 9 * len(names), 1), dtype=np.uint8)
+    if len(names):
+        blob[starts[:, None] + np.arange(8)] = ids[order].astype("<u8").view(np.uint8).reshape(-1, 8)
+        text = np.frombuffer(b"".join(names), dtype=np.uint8)
+        # the k-th byte of all the names together goes k - (its name's offset among
+        # the names) + 8 past its record's start
+        name_offsets = np.cumsum(sizes) - sizes
+        blob[np.repeat(starts + 8 - name_offsets, sizes) + np.arange(len(text))] = text
+    return blob, starts
+
+
+def fs_bytes(paths) -> List[bytes]:
+    """Paths as the bytes the file system knows them by (surrogate escapes
+    undone, as os.fsencode does), in one pass: a log can name millions."""
+    paths = list(paths)
+    if not paths:
+        return []
+    return "\x00".join(paths).encode("utf-8", "surrogateescape").split(b"\x00")
+
 
 _CDEF = f"""
 typedef void *darshan_fd;

@@ -2,7 +2,6 @@
 a fast decoder, others through PyDarshan."""
 from __future__ import annotations
 
-import os
 import pathlib
 import struct
 from typing import Dict
@@ -12,7 +11,7 @@ import pandas as pd
 
 from tfdarshan.capture import counters as C
 from tfdarshan.capture import heatmap as H
-from tfdarshan.capture.snapshot import Snapshot, empty_dxt, empty_extra, empty_values, merge_records
+from tfdarshan.capture.snapshot import Snapshot, empty_dxt, empty_extra, empty_values, extra_frame, merge_records
 from tfdarshan.errors import DarshanLogError
 from tfdarshan.logs.darshan_checker import inflate, inspect_log
 from tfdarshan.logs.darshan_format import DXT_HEADER, HEADER, HEATMAP_HEADER, LOG_VERSION, MAGIC, SEGMENT
@@ -64,8 +63,9 @@ def _assemble(path, info, frames, dxt, heat, start, end, job, job_meta, exe, mou
         # the trace shows the zero-length reads the counters cannot
         z = dxt[(dxt["op"] == "read") & (dxt["length"] == 0)].groupby("record_id").size()
         ids = frames["POSIX"]["record_id"]
-        extra = pd.DataFrame({"record_id": ids.to_numpy(dtype=np.uint64), "module": "POSIX",
-                              "ZERO_READS": z.reindex(ids.to_numpy()).fillna(0).astype(np.int64).to_numpy()})
+        extra = extra_frame(pd.DataFrame({
+            "record_id": ids.to_numpy(dtype=np.uint64), "module": "POSIX", "path": pd.Series(frames["POSIX"]["path"].to_numpy(), dtype=object),
+            "ZERO_READS": z.reindex(ids.to_numpy()).fillna(0).astype(np.int64).to_numpy()}))
     meta = {"format": "darshan", "log": str(path), "log_version": info["version"], "start": 0.0,
             "end": max(end - start, 0.0), "origin_unix_time": start, "jobid": job.get("jobid"),
             "uid": job.get("uid"), "nprocs": job.get("nprocs"), "exe": exe, "mounts": mounts,
@@ -197,12 +197,10 @@ def _parse_job(job: bytes):
 def _snapshot_from_regions(path, info) -> Snapshot:
     uid, s_sec, s_nsec, e_sec, e_nsec, nprocs, jobid, _ = JOB.unpack_from(info["job"], 0)
     exe, job_meta, mounts = _parse_job(info["job"])
-    names: Dict[int, str] = {}
-    raw, pos = info["names"], 0
-    while pos < len(raw):
-        end = raw.find(b"\0", pos + 8)
-        names[struct.unpack_from("<Q", raw, pos)[0]] = os.fsdecode(raw[pos + 8:end])
-        pos = end + 1
+    ids, paths = info["names"]
+    # a damaged log may name an id twice: the last name wins
+    names = pd.Series(paths, index=ids, dtype=object)
+    names = names[~names.index.duplicated(keep="last")]
     frames = {}
     for module in ("POSIX", "STDIO"):
         buf = info["modules"].get(module, b"")
@@ -210,8 +208,9 @@ def _snapshot_from_regions(path, info) -> Snapshot:
         rec = np.frombuffer(buf, dtype=[("id", "<u8"), ("rank", "<i8"), ("c", "<i8", (len(ints),)),
                                         ("f", "<f8", (len(floats),))])
         df = pd.DataFrame(np.asarray(rec["c"]), columns=list(ints))
+        path = names.reindex(rec["id"].astype(np.uint64)).fillna("").to_numpy(dtype=object)
         df = pd.concat([pd.DataFrame({"record_id": rec["id"].astype(np.uint64),
-                                      "path": pd.Series([names.get(int(i), "") for i in rec["id"]], dtype=object)}),
+                                      "path": pd.Series(path, dtype=object)}),
                         df, pd.DataFrame(np.asarray(rec["f"]), columns=list(floats))], axis=1)
         if df["record_id"].duplicated().any():      # per-rank records of an MPI job's log
             df = merge_records(df, module)
@@ -252,7 +251,7 @@ def _decode_dxt(buf: bytes) -> pd.DataFrame:
     return out.sort_values("start", kind="stable").reset_index(drop=True)
 
 
-def _decode_heat(buf: bytes, names: Dict[int, str]) -> pd.DataFrame:
+def _decode_heat(buf: bytes, names: pd.Series) -> pd.DataFrame:
     rows, pos = [], 0
     kinds = {("POSIX", "read"): 0, ("POSIX", "write"): 1, ("STDIO", "read"): 2, ("STDIO", "write"): 3}
     while pos < len(buf):

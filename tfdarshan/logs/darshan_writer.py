@@ -1,14 +1,14 @@
 """Writing genuine Darshan logs with Darshan's own log library."""
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import pathlib
 import re
 import socket
-import struct
 import sys
 import tempfile
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -20,8 +20,9 @@ from tfdarshan.capture import heatmap as H
 from tfdarshan.capture import mounts as M
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import DarshanLogError
-from tfdarshan.logs.darshan_format import (DXT_HEADER, EXE_LEN, HEATMAP_HEADER, HEATMAP_NAMES, MOD, MOD_VER, PATH_MAX,
-                                            PSEUDO_FS, SEGMENT, darshan_util_version, ffi, library)
+from tfdarshan.logs.darshan_format import (DXT_HEADER, EXE_LEN, HEATMAP_HEADER, HEATMAP_NAMES, MOD, MOD_VER,
+                                            PSEUDO_FS, SEGMENT, darshan_util_version, ffi, fs_bytes, library,
+                                            pack_names)
 
 
 def job_id_from_environment(environ=os.environ) -> Optional[int]:
@@ -50,20 +51,76 @@ def _shift(values: np.ndarray, by: float) -> np.ndarray:
     return np.where(values != 0, np.maximum(values - by, 1e-9), 0.0)
 
 
-def _module_buffer(module: str, frame: pd.DataFrame, t0: float, rank: int) -> bytes:
-    """Records in Darshan's layout; a `rank` column (a job log's) beats `rank`."""
+CHUNK_RECORDS = 8192          # records handed to the library at a time (~5.6 MiB of POSIX)
+CHUNK_BYTES = 64 << 20        # the most of any other module's data in one call
+
+
+def _module_chunks(module: str, frame: pd.DataFrame, t0: float, rank: int) -> Iterator[bytes]:
+    """Records in Darshan's layout, CHUNK_RECORDS at a time; a `rank`
+    column (a job log's) beats `rank`."""
     ints, floats = C.names(module)
-    rec = np.zeros(len(frame), dtype=[("id", "<u8"), ("rank", "<i8"), ("c", "<i8", (len(ints),)),
-                                      ("f", "<f8", (len(floats),))])
-    rec["id"] = frame["record_id"].to_numpy(dtype=np.uint64)
-    rec["rank"] = frame["rank"].to_numpy(dtype=np.int64) if "rank" in frame else rank
-    rec["c"] = frame[list(ints)].to_numpy(dtype=np.int64)
-    f = frame[list(floats)].to_numpy(dtype=np.float64, copy=True)
-    for j, name in enumerate(floats):
-        if C.kind(module, name) in (C.FIRST, C.LAST):
-            f[:, j] = _shift(f[:, j], t0)
-    rec["f"] = f
-    return rec.tobytes()
+    layout = [("id", "<u8"), ("rank", "<i8"), ("c", "<i8", (len(ints),)), ("f", "<f8", (len(floats),))]
+    stamps = [j for j, name in enumerate(floats) if C.kind(module, name) in (C.FIRST, C.LAST)]
+    for lo in range(0, len(frame), CHUNK_RECORDS):
+        part = frame.iloc[lo:lo + CHUNK_RECORDS]
+        rec = np.zeros(len(part), dtype=layout)
+        rec["id"] = part["record_id"].to_numpy(dtype=np.uint64)
+        rec["rank"] = part["rank"].to_numpy(dtype=np.int64) if "rank" in part else rank
+        rec["c"] = part[list(ints)].to_numpy(dtype=np.int64)
+        f = part[list(floats)].to_numpy(dtype=np.float64, copy=True)
+        f[:, stamps] = _shift(f[:, stamps], t0)
+        rec["f"] = f
+        yield rec.tobytes()
+
+
+def _pieces(buf: bytes) -> Iterator[bytes]:
+    for lo in range(0, len(buf), CHUNK_BYTES):
+        yield buf[lo:lo + CHUNK_BYTES]
+
+
+class _Library:
+    """libdarshan-util's calls for one log, made in order on a thread of
+    their own: the library compresses (in C, without the GIL) while the
+    caller builds the next chunk. A call is not waited for unless the one
+    two before it is still running, which bounds the chunks held. At
+    interpreter shutdown (logs written from atexit) no thread can start:
+    the calls are then made in the caller's thread."""
+
+    def __init__(self):
+        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="tfdarshan-log-writer")
+        self._pending: List[concurrent.futures.Future] = []
+        self.ok = True
+
+    @staticmethod
+    def _run(fn, args) -> bool:
+        with _native.suppressed():          # the shim must not count its own log
+            return fn(*args) == 0
+
+    def call(self, fn, *args) -> None:
+        if not self.ok:
+            return                          # a call failed: the log is lost, the rest is moot
+        if self._pool is not None:
+            try:
+                self._pending.append(self._pool.submit(self._run, fn, args))
+            except RuntimeError:            # shutting down: no new threads
+                self._wait(0)
+                self._pool.shutdown()
+                self._pool = None
+            else:
+                self._wait(2)
+                return
+        self.ok &= self._run(fn, args)
+
+    def _wait(self, keep: int) -> None:
+        while len(self._pending) > keep:
+            self.ok &= self._pending.pop(0).result()
+
+    def finish(self) -> bool:
+        self._wait(0)
+        if self._pool is not None:
+            self._pool.shutdown()
+        return self.ok
 
 
 def _dxt_buffer(dxt: pd.DataFrame, t0: float, hostname: str, rank: int) -> bytes:
@@ -113,22 +170,15 @@ REF_WORDS = ffi.sizeof("struct darshan_name_record_ref") // 8
 NEXT_WORD = ffi.offsetof("struct darshan_name_record_ref", "hlink") // 8 + 2   # hlink.next
 
 
-def _name_records(names: Dict[int, bytes]):
+def _name_records(ids: np.ndarray, names: List[bytes]):
     """Darshan's name table as two numpy buffers: the records {uint64 id;
     char name[];} back to back, and uthash refs chained through hlink.next
     (all put_namehash walks). The caller keeps both alive while writing."""
-    items = sorted(names.items())
-    chunks, offsets, pos = [], [], 0
-    for rid, name in items:
-        rec = struct.pack("<Q", rid) + name[:PATH_MAX - 1] + b"\0"
-        chunks.append(rec)
-        offsets.append(pos)
-        pos += len(rec)
-    blob = np.frombuffer(b"".join(chunks) or b"\0", dtype=np.uint8).copy()
-    refs = np.zeros((max(1, len(items)), REF_WORDS), dtype=np.uint64)
-    if items:
-        refs[:, 0] = blob.ctypes.data + np.asarray(offsets, dtype=np.uint64)
-        nxt = refs.ctypes.data + np.arange(1, len(items) + 1, dtype=np.uint64) * (REF_WORDS * 8)
+    blob, starts = pack_names(ids, names)
+    refs = np.zeros((max(1, len(starts)), REF_WORDS), dtype=np.uint64)
+    if len(starts):
+        refs[:, 0] = blob.ctypes.data + starts.astype(np.uint64)
+        nxt = refs.ctypes.data + np.arange(1, len(starts) + 1, dtype=np.uint64) * (REF_WORDS * 8)
         nxt[-1] = 0
         refs[:, NEXT_WORD] = nxt
     return blob, refs
@@ -182,58 +232,59 @@ def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid:
         mnt[i].mnt_type = fstype.encode()[:EXE_LEN - 1]
         mnt[i].mnt_path = os.fsencode(point)[:EXE_LEN - 1]
 
-    modules = []
-    for module in ("POSIX", "STDIO"):
-        frame = snap.frame(module)
-        if len(frame):
-            modules.append((module, _module_buffer(module, frame, t0, rank)))
-    names = {}
-    for module in ("POSIX", "STDIO"):
-        for rid, p in zip(snap.frame(module)["record_id"], snap.frame(module)["path"]):
-            names[int(rid)] = os.fsencode(p)
+    modules = [(m, _module_chunks(m, snap.frame(m), t0, rank)) for m in ("POSIX", "STDIO") if len(snap.frame(m))]
+    ids = [snap.frame(m)["record_id"].to_numpy(dtype=np.uint64) for m in ("POSIX", "STDIO")]
+    names = fs_bytes(snap.frame("POSIX")["path"]) + fs_bytes(snap.frame("STDIO")["path"])
     dxt = snap._dxt
     if len(dxt) and "rank" in dxt:
         # a job log's trace: one DXT record per file and rank, as each rank wrote it
-        modules.append(("DXT_POSIX", b"".join(_dxt_buffer(g, t0, str(g["host"].iat[0]), int(r))
-                                              for r, g in dxt.groupby("rank", sort=True))))
+        modules.append(("DXT_POSIX", _pieces(b"".join(_dxt_buffer(g, t0, str(g["host"].iat[0]), int(r))
+                                                      for r, g in dxt.groupby("rank", sort=True)))))
     elif len(dxt):
-        modules.append(("DXT_POSIX", _dxt_buffer(dxt, t0, meta["hostname"], rank)))
+        modules.append(("DXT_POSIX", _pieces(_dxt_buffer(dxt, t0, meta["hostname"], rank))))
     if heatmap:
         buf, heat_names = _heatmap_buffer(snap, t0, t1)
         if buf:
-            modules.append(("HEATMAP", buf))
-        names.update({rid: n.encode() for rid, n in heat_names})
+            modules.append(("HEATMAP", _pieces(buf)))
+        ids.append(np.array([rid for rid, _ in heat_names], dtype=np.uint64))
+        names += [n.encode() for _, n in heat_names]
 
-    name_blob, refs = _name_records(names)
+    name_blob, refs = _name_records(np.concatenate(ids), names)
 
-    tmp_dir = path.parent
-    fd_tmp, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=tmp_dir)
+    fd_tmp, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd_tmp)
     os.unlink(tmp_name)      # darshan_log_create insists on creating the file itself
     with _native.suppressed():
         fd = lib.darshan_log_create(os.fsencode(tmp_name), 0, 0)
-        if fd == ffi.NULL:
-            raise DarshanLogError(f"{path}: libdarshan-util could not create the log")
-        ok = True
-        try:
-            ok &= lib.darshan_log_put_job(fd, job) == 0
-            ok &= ok and lib.darshan_log_put_exe(fd, exe_buf) == 0
-            ok &= ok and lib.darshan_log_put_mounts(fd, mnt, len(mnt_pairs)) == 0
-            ok &= ok and (not names or lib.darshan_log_put_namehash(
-                fd, ffi.cast("struct darshan_name_record_ref *", refs.ctypes.data)) == 0)
-            for module, buf in sorted(modules, key=lambda m: MOD[m[0]]):
-                if not ok:
-                    break
-                if len(buf) > 2**31 - 1:
-                    raise DarshanLogError(f"{path}: {module} data too large for one Darshan log")
-                data = ffi.from_buffer(buf)
-                ok &= lib.darshan_log_put_mod(fd, MOD[module], data, len(buf), MOD_VER[module]) == 0
-        finally:
+    if fd == ffi.NULL:
+        raise DarshanLogError(f"{path}: libdarshan-util could not create the log")
+    calls = _Library()
+    try:
+        calls.call(lib.darshan_log_put_job, fd, job)
+        calls.call(lib.darshan_log_put_exe, fd, exe_buf)
+        calls.call(lib.darshan_log_put_mounts, fd, mnt, len(mnt_pairs))
+        if len(names):
+            calls.call(lib.darshan_log_put_namehash, fd, ffi.cast("struct darshan_name_record_ref *",
+                                                                   refs.ctypes.data))
+        # modules by ascending id, as the format wants; each chunk is built
+        # while the library compresses the one before
+        for module, chunks in sorted(modules, key=lambda m: MOD[m[0]]):
+            for chunk in chunks:
+                calls.call(lib.darshan_log_put_mod, fd, MOD[module], ffi.from_buffer(chunk), len(chunk),
+                           MOD_VER[module])
+    except BaseException:
+        calls.ok = False
+        raise
+    finally:
+        ok = calls.finish()
+        with _native.suppressed():
             lib.darshan_log_close(fd)
         if not ok:
             _unlink_quietly(tmp_name)
-            raise DarshanLogError(f"{path}: libdarshan-util failed while writing the log")
-        os.replace(tmp_name, path)
+    del name_blob, refs                     # kept alive until the library was done with them
+    if not ok:
+        raise DarshanLogError(f"{path}: libdarshan-util failed while writing the log")
+    os.replace(tmp_name, path)
     return path
 
 

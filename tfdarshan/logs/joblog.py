@@ -15,7 +15,9 @@ from typing import Dict, Optional
 import pandas as pd
 
 from tfdarshan.capture import counters as C
-from tfdarshan.logs.darshan_log import read_darshan_log, write_darshan_log
+from tfdarshan.errors import DarshanLogError
+from tfdarshan.logs import live_log, skipping
+from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.reduction import reduce_job
 from tfdarshan.capture.snapshot import Snapshot, combine, empty_dxt, empty_extra, empty_values
 
@@ -58,10 +60,20 @@ def done_ranks(run_dir: pathlib.Path) -> Dict[int, pathlib.Path]:
 
 
 def write_job_log(run_dir: pathlib.Path, logs: Dict[int, pathlib.Path], job: str,
-                  nprocs: Optional[int] = None, jobid: Optional[int] = None) -> pathlib.Path:
-    """Read each rank's log and write `<job>.job.darshan` beside them."""
-    ranks = sorted(logs)
-    snaps = {r: read_darshan_log(logs[r]) for r in ranks}
+                  nprocs: Optional[int] = None, jobid: Optional[int] = None, *,
+                  skipped: Optional[list] = None) -> pathlib.Path:
+    """Read each rank's log and write `<job>.job.darshan` beside them. An
+    unreadable rank log is skipped (the job log's metadata names it); a
+    partial one (its process was killed: logs/live_log.py) is included, and
+    the metadata says so. DarshanLogError when no rank log is readable.
+    `skipped`, when given, gets {"log", "reason"} of each log left out."""
+    snaps, left_out = skipping.read_logs({r: logs[r] for r in sorted(logs)})
+    if skipped is not None:
+        skipped.extend(left_out)        # the caller's list: {"log", "reason"} of each left out
+    skipped = left_out
+    if not snaps:
+        raise DarshanLogError(f"{run_dir}: no readable rank log; " + skipping.warning_line(skipped))
+    ranks = sorted(snaps)
     # one timeline: each rank's times re-based to the earliest rank's origin
     origin = min(float(s.meta.get("origin_unix_time", 0.0)) for s in snaps.values())
     shifts = {r: float(s.meta.get("origin_unix_time", 0.0)) - origin for r, s in snaps.items()}
@@ -87,6 +99,11 @@ def write_job_log(run_dir: pathlib.Path, logs: Dict[int, pathlib.Path], job: str
         jobid = first.get("jobid")
     metadata = {"job": job, "ranks": str(len(ranks)), "source": "job",
                 "hosts": ",".join(sorted({str(s.meta.get("hostname", "")) for s in snaps.values()}))}
+    if skipped:
+        metadata.update(skipped=str(len(skipped)), skipped_logs=skipping.names(skipped))
+    partial = [str(r) for r in ranks if live_log.is_partial(snaps[r].meta)]
+    if partial:
+        metadata["partial_ranks"] = ",".join(partial)
     return write_darshan_log(job_snap, run_dir / job_log_name(job), exe=first.get("exe"),
                              jobid=int(jobid) if jobid is not None else None, metadata=metadata,
                              heatmap=False, nprocs=nprocs or len(ranks))

@@ -17,10 +17,11 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logs import joblog
+from tfdarshan.logs import joblog, skipping
 from tfdarshan.logs.series import FILE_COLUMNS, STEP_COLUMNS, read_series
 from tfdarshan.logs.darshan_log import read_darshan_log
-from tfdarshan.capture.snapshot import Snapshot, combine
+from tfdarshan.capture import kernel_io as K
+from tfdarshan.capture.snapshot import Snapshot, combine, extra_frame
 
 XPROF_ROOT = ("plugins", "profile")
 OWN_ROOT = ("plugins", "tfdarshan")
@@ -61,6 +62,18 @@ def find_sessions(logdir) -> List[Session]:
             for (run, name, d), h in sorted(sessions.items())]
 
 
+def session_at(directory) -> Optional[Session]:
+    """The session a directory is itself (it holds <host>.darshan logs), or
+    None: commands given a session directory read it as it is."""
+    d = pathlib.Path(directory)
+    logs = sorted(p.name for p in d.glob("*.darshan"))
+    hosts = [n[: -len(".darshan")] for n in logs if not joblog.is_job_log(n)]
+    if not hosts:
+        return None
+    job = next((n for n in logs if joblog.is_job_log(n)), None)
+    return Session(".", d.name, d, tuple(sorted(hosts, key=_process_order)), job)
+
+
 def pick_session(logdir, name: Optional[str] = None):
     """(the session named `name`, else the newest, and how many there are);
     TfdarshanError when there is none."""
@@ -88,33 +101,62 @@ def process_label(stem: str, capture: bool = False) -> str:
 
 def load_snapshot(session: Session, host: Optional[str] = None, stems: Optional[List[str]] = None) -> Snapshot:
     """One host's log, the logs named by `stems` (a node's ranks), or all of
-    the session's merged."""
+    the session's merged. Of several logs, unreadable ones are skipped and
+    listed in meta["skipped_logs"] ({"log", "reason"}); when none is
+    readable, the first one's error is raised."""
     hosts = [host] if host else list(stems) if stems else list(session.hosts)
-    return combine([_with_zero_reads(read_darshan_log(session.directory / f"{h}.darshan"),
-                                     session.directory / f"{h}.step_files.parquet") for h in hosts])
+    if len(hosts) == 1:
+        snaps, skipped = {hosts[0]: read_darshan_log(session.directory / f"{hosts[0]}.darshan")}, []
+    else:
+        snaps, skipped = skipping.read_logs({h: session.directory / f"{h}.darshan" for h in hosts})
+        if not snaps:
+            read_darshan_log(session.directory / f"{hosts[0]}.darshan")     # raises its error
+    out = combine([_with_series_extra(snap, session.directory / f"{h}.step_files.parquet")
+                   for h, snap in snaps.items()])
+    out.meta["skipped_logs"] = skipped
+    return out
 
 
-def _with_zero_reads(snap: Snapshot, step_files: pathlib.Path) -> Snapshot:
-    """A Darshan log has no slot for reads that returned 0 bytes; the step
-    series beside it counts them per file, so advice from the session on
-    disk equals advice from the live process, traced or not."""
-    if snap.meta.get("zero_reads_known") or not os.path.lexists(step_files):
+def _with_series_extra(snap: Snapshot, step_files: pathlib.Path) -> Snapshot:
+    """A Darshan log has no slot for reads that returned 0 bytes, nor for
+    kernel-side copies and mapped reads; the step series beside it counts
+    them per file (with the path of a file Darshan's tables lack), so the
+    session on disk shows and advises what the live process did."""
+    if not os.path.lexists(step_files):
         return snap
     files = read_series(step_files, FILE_COLUMNS)
-    files = files[files["module"] == "POSIX"]
-    zero = files.groupby("record_id")["zero_reads"].sum() if len(files) else pd.Series(dtype="int64")
+    series = {c.upper(): c for c in K.SERIES}
+    has_path = "path" in files and len(files)
+    g = files.groupby(["record_id", "module"], sort=False).agg(
+        {"zero_reads": "sum", **{c: "sum" for c in K.SERIES}, **({"path": "first"} if has_path else {})}) \
+        if len(files) else pd.DataFrame(columns=["zero_reads", *K.SERIES])
     ids = snap.posix["record_id"].to_numpy()
-    extra = pd.DataFrame({"record_id": ids, "module": "POSIX",
-                          "ZERO_READS": zero.reindex(ids).fillna(0).astype("int64").to_numpy()})
-    return dataclasses.replace(snap, _extra=extra, meta={**snap.meta, "zero_reads_known": True})
+    keys = pd.MultiIndex.from_arrays([ids, ["POSIX"] * len(ids)], names=["record_id", "module"])
+    kernel = g[(g[list(K.SERIES)] != 0).any(axis=1)] if len(g) else g
+    keys = keys.union(kernel.index) if len(kernel) else keys
+    rows = g.reindex(keys)
+    known = snap.meta.get("zero_reads_known") and len(snap.extra)
+    zero = (snap.extra.set_index(["record_id", "module"])["ZERO_READS"].reindex(keys) if known
+            else rows["zero_reads"])
+    names = dict(zip(snap.posix["record_id"], snap.posix["path"]))
+    paths = rows["path"] if has_path else pd.Series([None] * len(rows), index=keys)
+    extra = pd.DataFrame({"record_id": keys.get_level_values(0).astype("uint64"),
+                          "module": keys.get_level_values(1),
+                          "path": pd.Series([p if isinstance(p, str) and p else names.get(r, "")
+                                             for r, p in zip(keys.get_level_values(0), paths)], dtype=object),
+                          "ZERO_READS": zero.fillna(0).astype("int64").to_numpy(),
+                          **{col: rows[c].fillna(0).to_numpy() for col, c in series.items()}})
+    return dataclasses.replace(snap, _extra=extra_frame(extra), meta={**snap.meta, "zero_reads_known": True})
 
 
-def load_steps(session: Session, host: Optional[str] = None):
+def load_steps(session: Session, host: Optional[str] = None, skipped=()):
     """(per-step totals, per-step per-file rows), with a `host` column;
-    empty frames for logs that came without a series (imported logs).
+    empty frames for logs that came without a series (imported logs), and
+    for the logs load_snapshot skipped (`skipped`: its meta["skipped_logs"]).
     A series that is unreadable or not ours raises TfdarshanError."""
     steps, files = [], []
-    for h in ([host] if host else session.hosts):
+    left_out = {s["log"] for s in skipped}
+    for h in [x for x in ([host] if host else session.hosts) if f"{x}.darshan" not in left_out]:
         s, f = session.directory / f"{h}.steps.parquet", session.directory / f"{h}.step_files.parquet"
         if os.path.lexists(s):
             steps.append(read_series(s, STEP_COLUMNS).assign(host=h))

@@ -9,16 +9,26 @@ import numpy as np
 import pandas as pd
 import pyarrow
 
+from tfdarshan.capture import kernel_io as K
 from tfdarshan.errors import TfdarshanError
 
 FIELDS = {  # series column: shim field
     "bytes_read": "BYTES_READ", "bytes_written": "BYTES_WRITTEN", "reads": "READS", "writes": "WRITES",
     "opens": "OPENS", "stats": "STATS", "seeks": "SEEKS", "zero_reads": "ZERO_READS",
     "read_time": "T_READ", "write_time": "T_WRITE", "meta_time": "T_META",
+    **K.SERIES,     # kernel-side copies and mapped reads, which Darshan's counters cannot see
 }
-TIME_FIELDS = ("read_time", "write_time", "meta_time")
+TIME_FIELDS = ("read_time", "write_time", "meta_time", *K.SERIES_TIME_FIELDS)
+# series written before these columns existed read them as zero
+OPTIONAL_FIELDS = tuple(K.SERIES)
 
 STEP_COLUMNS = ["step", "start", "end", "files", *FIELDS]
+# step labels that are not training steps: a window without step markers is
+# one entry; a window with them has its set-up (before the first step
+# began) and its wind-down (after the last step ended) apart
+WINDOW_STEP, SETUP_STEP, AFTER_STEPS = -1, -2, -3
+NOT_STEPS = {WINDOW_STEP: "the window (no step markers)", SETUP_STEP: "set-up, before the first step",
+             AFTER_STEPS: "after the last step"}
 # optional (older series lack it): the step the window's end cut short, whose
 # duration may include profiler shutdown
 CUT_COLUMN = "cut_by_window_end"
@@ -56,6 +66,9 @@ def read_series(path: pathlib.Path, columns) -> pd.DataFrame:
         df = read_parquet(path)
     except (pyarrow.ArrowException, OSError, ValueError, TypeError, KeyError) as e:   # damage, as pyarrow sees it
         raise TfdarshanError(f"{path}: unreadable step series ({_first_line(e)})") from None
+    for c in OPTIONAL_FIELDS:
+        if c in columns and c not in df:
+            df[c] = np.zeros(len(df), dtype=np.float64 if c in TIME_FIELDS else np.int64)
     missing = [c for c in columns if c not in df]
     if missing:
         raise TfdarshanError(f"{path}: not a step series (no column {', '.join(missing)})")

@@ -9,9 +9,13 @@ no XPlane) when
   - the process gets SIGUSR2;
   - Python asks (`FlightRecorder.dump()`).
 
-Automatic dumps (slow steps, signals) are rate-limited: at most one every
-`min_gap` seconds and `max_dumps` in all, so a sick job does not fill the
-disk; the triggers left out are counted and named in the next dump.
+Automatic dumps (slow steps) are rate-limited: at most one every `min_gap`
+seconds and `max_dumps` in all, so a sick job does not fill the disk; the
+triggers left out are counted and named in the next dump. An operator's
+request (SIGUSR2, `dump()`) is never dropped: it has a gap of its own,
+OPERATOR_GAP, and a request inside it waits out the rest of the gap (signals
+that come meanwhile are served by that one dump: it covers them all). A
+dump that cannot be written says so in one line on stderr.
 
 Steps are the same markers the step series uses (Keras batches,
 Trace(step_num=...), tfdarshan.step). Step ends close an interval when the
@@ -29,13 +33,14 @@ import pathlib
 import queue
 import signal
 import statistics
+import sys
 import threading
 import time
 from typing import Deque, Dict, List, Optional
 
 import numpy as np
 
-from tfdarshan.capture import _native
+from tfdarshan.capture import _native, live
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.ring import DEFAULT_INTERVAL, DEFAULT_MEMORY, Ring
 from tfdarshan.logs.logdir import session_root
@@ -47,6 +52,10 @@ SLOW_STEP, SIGNAL, ON_DEMAND = "slow step", "signal", "on demand"
 SOURCE = "flight recorder"
 MEDIAN_OF = 200            # the running median is over this many recent steps
 POLL = 0.25                # how often the writer looks for a signal that came in
+# between two operator dumps: a dump cuts the ring and writes a log and two
+# tables (0.1-0.5 s of one core), so a signal storm costs at most about half
+# a core; dumps closer than this would cover nearly the same seconds
+OPERATOR_GAP = 1.0
 
 
 class FlightRecorder:
@@ -74,15 +83,23 @@ class FlightRecorder:
         self._auto_dumps = 0
         self._lock = threading.Lock()
         self._requests: "queue.Queue" = queue.Queue()
-        self._signal_at: Optional[int] = None
+        self._signals = 0               # SIGUSR2s received (written by the handler only)
+        self._signals_served = 0        # ... of them covered by a dump (the writer only)
+        self._operator_lock = threading.Lock()
+        self._last_operator_at: Optional[float] = None
         self._previous_handler = None
         self._stopping = threading.Event()
         self._writer: Optional[threading.Thread] = None
+        self._live = None               # this recorder's live log, when it started one
 
     # ------------------------------------------------------------ running
     def start(self) -> "FlightRecorder":
         self.ring.start()
         self._hz = RECORDER.clock.ticks_per_second
+        if live.current() is None:      # (`tfdarshan run` keeps one in its own run directory)
+            self._live_dir = session_root(self.logdir, beside_xprof=False) / \
+                f"{session_mod.run_directory_name()}_flight_{os.getpid()}"
+            self._live = session_mod.start_live_log(self._live_dir, SOURCE)
         S.observers.append(self._on_step)
         if self.on_signal and threading.current_thread() is threading.main_thread():
             previous = signal.getsignal(signal.SIGUSR2)
@@ -108,6 +125,13 @@ class FlightRecorder:
             self._writer.join(timeout)
         self._stopping.set()
         self.ring.stop()
+        if self._live is not None:
+            live.stop(self._live)
+            self._live = None
+            try:
+                self._live_dir.rmdir()
+            except OSError:
+                pass
 
     def stats(self) -> dict:
         return {**self.ring.stats(), "dumps": [str(d) for d in self.dumps],
@@ -145,8 +169,9 @@ class FlightRecorder:
     # ------------------------------------------------------------ triggers
     def _on_sigusr2(self, signum, frame) -> None:
         # no locks here: the handler runs between bytecodes of whatever the
-        # main thread was doing, possibly inside this module; the writer polls
-        self._signal_at = _native.now_ticks()
+        # main thread was doing, possibly inside this module; the writer polls.
+        # A nested signal may lose one count here, never the request
+        self._signals += 1
         prev = self._previous_handler
         if callable(prev):
             prev(signum, frame)
@@ -173,11 +198,31 @@ class FlightRecorder:
         self._requests.put((kind, reason, start, end, step))
 
     def dump(self, reason: str = "asked from Python") -> Optional[pathlib.Path]:
-        """Write the last `seconds` now (not rate-limited); the session directory."""
-        with RECORDER._lock:
-            RECORDER.collect()
-            end = self.ring._last_end
-        return self._write(ON_DEMAND, reason, None, end, None)
+        """Write the last `seconds` now (within OPERATOR_GAP of the previous
+        operator dump: once the gap has passed); the session directory."""
+        return self._write(ON_DEMAND, reason, None, self._operator_cut(), None)
+
+    def _operator_cut(self) -> int:
+        """Wait out the operator gap, then close an interval: the dump's end."""
+        with self._operator_lock:
+            if self._last_operator_at is not None:
+                wait = OPERATOR_GAP - (time.monotonic() - self._last_operator_at)
+                if wait > 0:
+                    time.sleep(wait)
+            with RECORDER._lock:
+                RECORDER.collect()
+                end = self.ring._last_end
+            self._last_operator_at = time.monotonic()
+            return end
+
+    def _serve_signals(self) -> None:
+        seen = self._signals
+        if seen == self._signals_served:
+            return
+        end = self._operator_cut()       # covers every signal counted in `seen`
+        merged, self._signals_served = seen - self._signals_served, seen
+        reason = f"SIGUSR2 received by pid {os.getpid()}" + (f" ({merged} signals, one dump)" if merged > 1 else "")
+        self._safely(SIGNAL, reason, None, end, None)
 
     def _write_loop(self) -> None:
         while True:
@@ -185,23 +230,18 @@ class FlightRecorder:
                 req = self._requests.get(timeout=POLL)
             except queue.Empty:
                 req = ()
-            if self._signal_at is not None:
-                self._signal_at = None
-                if self._allowed(SIGNAL):
-                    with RECORDER._lock:
-                        RECORDER.collect()
-                        end = self.ring._last_end
-                    self._safely(SIGNAL, f"SIGUSR2 received by pid {os.getpid()}", None, end, None)
+            self._serve_signals()
             if req is None:
                 return
             if req:
                 self._safely(*req)
 
-    def _safely(self, *req) -> None:
+    def _safely(self, kind: str, *req) -> None:
         try:
-            self._write(*req)
+            self._write(kind, *req)
         except Exception as e:          # noqa: BLE001 - the job goes on without its dump
-            log.warning("tfdarshan: the flight recorder could not write a dump: %s", e)
+            print(f"tfdarshan: the flight recorder could not write a dump ({kind}): "
+                  f"{str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
 
     # -------------------------------------------------------------- dumps
     def _write(self, kind: str, reason: str, start: Optional[int], end: int,
@@ -230,11 +270,13 @@ class FlightRecorder:
             meta["suppressed_before"] = ", ".join(f"{n} {k}" for k, n in sorted(since.items()))
         with self._lock:
             n = len(self.dumps) + 1
-        wall = time.time() - (_native.now_ticks() - first) / hz
+        # named by when it was dumped (the window's end), not by its start, which
+        # is the recorder's start as long as the ring holds everything since then
+        wall = time.time() - (_native.now_ticks() - end) / hz
         run_dir = session_root(self.logdir, beside_xprof=False) / \
             f"{session_mod.run_directory_name(wall)}_flight_{os.getpid()}_{n}"
         session = session_mod.ProfileSession.of_window(RECORDER, snap, steps_df, files_df, label=SOURCE)
-        session.write(run_dir, metadata=meta)
+        run_dir = session_mod.write_or_fall_back(session, run_dir, metadata=meta)["darshan"].parent
         with self._lock:
             self.dumps.append(run_dir)
         log.warning("tfdarshan: flight recorder (%s: %s) wrote %s", kind, reason, run_dir)

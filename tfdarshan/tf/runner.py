@@ -13,8 +13,9 @@ import sys
 import threading
 from typing import Optional, Tuple
 
-from tfdarshan.capture import _native, ranks
+from tfdarshan.capture import _native, live, ranks
 from tfdarshan.capture.recorder import RECORDER
+from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import jobdir, joblog
 from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import session_root
@@ -44,6 +45,7 @@ class WholeRun:
         else:
             self.run_dir = profile_root / session_mod.run_directory_name()
         self.session = None
+        self.live = None
         self.pid = os.getpid()
         self._done = False
         self._lock = threading.Lock()
@@ -52,6 +54,8 @@ class WholeRun:
     # ---------------------------------------------------------------- start
     def start(self) -> None:
         RECORDER.attach(trace=self.trace)
+        # counters a SIGKILL cannot take away (a forked child's exit writes its own log instead)
+        self.live = session_mod.start_live_log(self.run_dir, "flight recorder" if self.flight is not None else "run")
         if self.children:
             self._export_to_children()
         if self.flight is not None:
@@ -115,15 +119,36 @@ class WholeRun:
                 self._write_child()       # a forked child: its own records since the fork
             elif self.session is not None and not self.session.closed:
                 self._write()       # not again when --steps B already wrote it
+            else:
+                self._end_live()    # nothing (more) to write: --steps, the flight recorder
         except Exception as e:   # noqa: BLE001 - exit paths must not raise
+            # the live log stays: `tfdarshan joblog` / `analyze` turn it into a partial log
             print(f"tfdarshan: could not write the run's logs: {e}", file=sys.stderr)
 
+    def _end_live(self) -> None:
+        """The run's log is written (or was never to be): the live log goes."""
+        live.stop(self.live)
+        self.live = None
+        try:
+            self.run_dir.rmdir()      # left empty by a flight recorder that never dumped into it
+        except OSError:
+            pass
+
     def _write(self) -> None:
-        out = session_mod.close_session(self.session, self.run_dir)
+        out = session_mod.close_session(self.session, self.run_dir, job=self.rank.job if self.rank else None)
+        self._end_live()
         print(f"tfdarshan: wrote {out['darshan']}", file=sys.stderr)
-        if self.rank:
+        if self.rank and "fallback" in out:
+            print(f"tfdarshan: rank {self.rank.rank}'s log is not in the job's session directory: copy "
+                  f"{out['fallback']}/* into {self.run_dir} and run `tfdarshan joblog {self.run_dir}`", file=sys.stderr)
+        elif self.rank:
             stem = out["darshan"].name[: -len(".darshan")]
-            job_log = joblog.rank_finished(self.run_dir, self.rank, stem)
+            try:
+                job_log = joblog.rank_finished(self.run_dir, self.rank, stem)
+            except (OSError, TfdarshanError) as e:
+                print(f"tfdarshan: could not write the job log ({e}); run `tfdarshan joblog {self.run_dir}` "
+                      f"later", file=sys.stderr)
+                return
             if job_log:
                 print(f"tfdarshan: wrote the job log {job_log} ({self.rank.size} ranks)", file=sys.stderr)
 

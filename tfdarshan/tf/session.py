@@ -23,11 +23,12 @@ from typing import Dict, Optional
 
 import pandas as pd
 
-from tfdarshan.capture import _native, config, mounts as M, ranks
+from tfdarshan.capture import _native, config, live, mounts as M, ranks
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.snapshot import Snapshot
-from tfdarshan.logs import series
-from tfdarshan.logs.darshan_log import write_darshan_log
+from tfdarshan.errors import TfdarshanError
+from tfdarshan.logs import destination, series
+from tfdarshan.logs.darshan_log import job_id_from_environment, write_darshan_log
 from tfdarshan.tf import xplane
 from tfdarshan.tf.steps import StepSeries
 
@@ -65,10 +66,12 @@ def open_session(logdir: Optional[str], *, label: str, trace: Optional[bool] = N
     return ProfileSession(RECORDER, logdir, trace=trace, label=label).start()
 
 
-def close_session(session: "ProfileSession", run_dir: Optional[pathlib.Path] = None) -> Dict[str, pathlib.Path]:
-    """Close a session's window and, given a run directory, write its files."""
+def close_session(session: "ProfileSession", run_dir: Optional[pathlib.Path] = None, *,
+                  job: Optional[str] = None) -> Dict[str, pathlib.Path]:
+    """Close a session's window and, given a run directory, write its files
+    there (else into a fallback directory: see write_or_fall_back)."""
     session.stop()
-    return session.write(run_dir) if run_dir is not None else {}
+    return write_or_fall_back(session, run_dir, job=job) if run_dir is not None else {}
 
 
 class ProfileSession:
@@ -175,7 +178,9 @@ class ProfileSession:
             out["darshan"] = write_darshan_log(snap, run_dir / f"{stem}.darshan", metadata=meta)
             mts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []] or M.current()
             files = self.step_files.copy()
-            paths = dict(zip(snap.posix["record_id"], snap.posix["path"]))
+            # (a file whose only I/O was kernel-side has its path in extra alone)
+            paths = dict(zip(snap.extra["record_id"], snap.extra["path"]))
+            paths.update(dict(zip(snap.posix["record_id"], snap.posix["path"])))
             paths.update(dict(zip(snap.stdio["record_id"], snap.stdio["path"])))
             files["path"] = pd.Series([paths.get(r, "") for r in files["record_id"]], dtype=object)
             files["mount"] = M.points_of(files["path"], mts)
@@ -192,6 +197,61 @@ class ProfileSession:
                 except Exception as e:   # the profile itself must survive our failure
                     log.warning("tfdarshan: could not add I/O to %s: %s", xp, e)
         return out
+
+
+def start_live_log(run_dir: pathlib.Path, source: str):
+    """This process's live log (capture/live.py) in run_dir, named as its
+    log will be, with what a log of it needs (rank, job, program); None when
+    one runs already or it cannot be made."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    meta = {"source": source}
+    rank = None if os.environ.get("TFDARSHAN_CHILD") else ranks.detect()
+    if rank:
+        meta.update(rank=str(rank.rank), world_size=str(rank.size), job=rank.job, launcher=rank.launcher)
+    identity = {"metadata": meta, "jobid": job_id_from_environment(), "exe": " ".join(sys.argv) or sys.executable,
+                "mounts": [[m.point, m.fstype] for m in M.current()]}
+    return live.start(run_dir / f"{output_stem(run_dir)}{live.SUFFIX}", identity)
+
+
+OUTPUT_SUFFIXES = (".darshan", ".steps.parquet", ".step_files.parquet", ".coverage.json")
+
+
+def write_or_fall_back(session: "ProfileSession", run_dir: pathlib.Path, *, job: Optional[str] = None,
+                       metadata: Optional[Dict[str, str]] = None) -> Dict[str, pathlib.Path]:
+    """session.write(run_dir); when that fails (a full disk, a directory gone
+    read-only), what it left is removed and the files go to a fallback
+    directory (logs/destination.py), named in one line on stderr. Raises the
+    first error when no fallback takes them either."""
+    stem = output_stem(run_dir)
+    before = {s: (run_dir / f"{stem}{s}").exists() for s in OUTPUT_SUFFIXES}
+    try:
+        return session.write(run_dir, metadata=metadata, stem=stem)
+    except (OSError, TfdarshanError) as first:
+        for suffix, existed in before.items():
+            if not existed:
+                _remove(run_dir / f"{stem}{suffix}")
+        fallback = destination.fallback_directory(run_dir.name, job)
+        if fallback is None:
+            raise
+        try:
+            out = session.write(fallback, metadata=metadata, stem=stem)
+        except (OSError, TfdarshanError):
+            raise first from None
+        print(f"tfdarshan: could not write into {run_dir} ({_reason(first)}); wrote the logs to {fallback} "
+              f"instead", file=sys.stderr)
+        out["fallback"] = fallback
+        return out
+
+
+def _reason(e: Exception) -> str:
+    return e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+
+
+def _remove(path: pathlib.Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 def _step_range(steps: pd.DataFrame) -> str:
