@@ -14,6 +14,10 @@
    stub called directly, alternating.
 3. The clock's floor: two reads of the shim's clock (rdtsc), the least a
    timed call can cost on this machine.
+4. What not timing freads served from the FILE buffer would take out of
+   Darshan's STDIO read time: 64 B and 512 B freads through a whole cached
+   file, each timed as Darshan times it, split by whether libc served it
+   from the buffer (detached; x86-64 with glibc).
 
     python benchmarks/bench_hotpath.py [--calls N] [--rounds R]
 
@@ -50,7 +54,10 @@ def build(workdir: pathlib.Path) -> ctypes.CDLL:
                             ("open_close_loop", [S, L], L), ("read_file_loop", [S, L, L], L),
                             ("pread_via", [P, I, L, L], L), ("fread_via", [P, P, L, L], L),
                             ("open_stream", [S], P), ("close_stream", [P], I), ("open_fd", [S], I),
-                            ("close_fd", [I], I), ("clock_pair_loop", [L], L)):
+                            ("close_fd", [I], I), ("clock_pair_loop", [L], L),
+                            ("fread_split", [P, L, ctypes.POINTER(ctypes.c_longlong)], None)):
+        if not hasattr(lib, name):      # fread_split: x86-64 with glibc only
+            continue
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, res
     return lib
@@ -177,6 +184,19 @@ def main(argv=None) -> int:
         lo, hi = median_interval(pairs)
         print(f"clock floor: two clock reads (rdtsc) {statistics.median(pairs):.1f} ns "
               f"[95 % interval {lo:.1f} to {hi:.1f}]: the least a timed call adds here")
+        if hasattr(loop, "fread_split"):
+            out = (ctypes.c_longlong * 4)()
+            for size in (64, 512):
+                shares = []
+                for _ in range(args.rounds):
+                    f = loop.open_stream(dpath)
+                    loop.fread_split(f, size, out)
+                    loop.close_stream(f)
+                    shares.append(100 * out[1] / (out[1] + out[3]))
+                lo, hi = median_interval(shares)
+                print(f"{size} B freads: the {out[0]} served from the buffer take {statistics.median(shares):.0f} % "
+                      f"[95 % interval {lo:.0f} to {hi:.0f}] of the time Darshan would measure, the {out[2]} "
+                      f"that reached read() the rest")
         loop.close_fd(fd)
     return 0
 
