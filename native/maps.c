@@ -3,6 +3,8 @@
  * slot write that opens a read-only (RELRO) page for that write only. */
 #include "shim.h"
 
+#include <string.h>
+
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>

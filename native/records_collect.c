@@ -28,16 +28,12 @@ int tfd_records_init(const tfd_config *c, char *err, size_t err_len)
     pthread_mutex_lock(&init_lock);
     /* filters may change at every attach */
     pthread_mutex_lock(&create_lock);
-    free_strings(include_prefixes, n_include);
-    free_strings(exclude_prefixes, n_exclude);
-    free_strings(exclude_suffixes, n_exclude_suffixes);
-    include_prefixes = copy_strings(c->include_prefixes, c->n_include);
-    exclude_prefixes = copy_strings(c->exclude_prefixes, c->n_exclude);
-    exclude_suffixes = copy_strings(c->exclude_suffixes, c->n_exclude_suffixes);
-    n_include = include_prefixes ? c->n_include : 0;
-    n_exclude = exclude_prefixes ? c->n_exclude : 0;
-    n_exclude_suffixes = exclude_suffixes ? c->n_exclude_suffixes : 0;
+    rc = set_rules(c);
     pthread_mutex_unlock(&create_lock);
+    if (rc != 0) {
+        snprintf(err, err_len, "cannot allocate the include/exclude rules");
+        goto out;
+    }
     if (c->trace && !trace_on) {
         trace_cap = c->trace_cap_bytes;
         __atomic_store_n(&trace_budget, trace_cap, __ATOMIC_RELAXED);
@@ -156,6 +152,7 @@ static void reset_after_fork(void)
     tfd_patch_atfork_child();
     if (!initialized)
         return;
+    forget_paths();     /* the cached paths point at the parent's records */
     tfd_rec **old_table = rec_table;
     uint64_t old_mask = rec_table_mask;
     tfd_rec ***old_by_index = rec_by_index;

@@ -34,16 +34,12 @@ void tfd_posix_open(int fd, int dirfd, const char *path, int64_t mode, uint64_t 
 {
     if (fd < 0)
         return;
-    char clean[2 * PATH_MAX];
-    int rc = clean_path_at(dirfd, path, clean, sizeof(clean));
-    int known = rc == 0;
-    int excluded = rc == 1 || (known && tfd_path_excluded(clean));
-    tfd_rec *r = known && !excluded ? record_for_clean(clean, TFD_MODULE_POSIX) : NULL;
-    if (!r) {
+    tfd_rec *r = resolve_path(dirfd, path, TFD_MODULE_POSIX);
+    if (!r || r == EXCLUDED) {
         /* an fd we do not track must not keep a stale mapping */
-        tfd_rec **slot = posix_slot(fd, excluded);
+        tfd_rec **slot = posix_slot(fd, r == EXCLUDED);
         if (slot)
-            __atomic_store_n(slot, excluded ? EXCLUDED : NULL, __ATOMIC_RELEASE);
+            __atomic_store_n(slot, r, __ATOMIC_RELEASE);
         return;
     }
     posix_open_record(r, fd, mode, 1, -1, t1, t2);
@@ -112,12 +108,27 @@ void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t1, uint
 
 void tfd_posix_read(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2)
 {
-    posix_data(fd, ret, pflag, off, aligned, t1, t2, 0);
+    tfd_rec *r = posix_rec_any(fd);
+    if (r)
+        posix_data(r, ret, pflag, off, aligned, t1, t2, 0);
 }
 
 void tfd_posix_write(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2)
 {
-    posix_data(fd, ret, pflag, off, aligned, t1, t2, 1);
+    tfd_rec *r = posix_rec_any(fd);
+    if (r)
+        posix_data(r, ret, pflag, off, aligned, t1, t2, 1);
+}
+
+/* the data wrappers' entry: the record they looked up before the call */
+void tfd_posix_read_rec(tfd_rec *r, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2)
+{
+    posix_data(r, ret, flags & TFD_AT_OFFSET, off, flags & TFD_MEM_ALIGNED, t1, t2, 0);
+}
+
+void tfd_posix_write_rec(tfd_rec *r, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2)
+{
+    posix_data(r, ret, flags & TFD_AT_OFFSET, off, flags & TFD_MEM_ALIGNED, t1, t2, 1);
 }
 
 void tfd_posix_seek(int fd, int64_t newoff, uint64_t t1, uint64_t t2)

@@ -27,15 +27,13 @@ void tfd_stdio_open(FILE *stream, const char *path, uint64_t t1, uint64_t t2)
 {
     if (!stream)
         return;
-    char clean[2 * PATH_MAX];
-    int known = clean_path_at(AT_FDCWD, path, clean, sizeof(clean)) == 0;
-    if (known && tfd_path_excluded(clean)) {
+    tfd_rec *r = resolve_path(AT_FDCWD, path, TFD_MODULE_STDIO);
+    if (r == EXCLUDED) {
         stdio_map(stream, EXCLUDED);
         return;
     }
-    tfd_rec *r = known ? record_for_clean(clean, TFD_MODULE_STDIO) : NULL;
     if (!r) {
-        stream_slot *s = stdio_slot(fileno_unlocked(stream), 0);
+        stream_slot *s = stdio_slot(stream_fd(stream), 0);
         if (s)
             __atomic_store_n(&s->stream, NULL, __ATOMIC_RELEASE);
         return;
@@ -123,7 +121,7 @@ void tfd_stdio_seek(FILE *stream, int64_t newoff, uint64_t t1, uint64_t t2)
  * fclose, which frees both for reuse by other threads. */
 void *tfd_stdio_close_begin(FILE *stream)
 {
-    int fd = stream ? fileno_unlocked(stream) : -1;
+    int fd = stream ? stream_fd(stream) : -1;
     tfd_rec *r = stdio_rec(stream);
     stream_slot *s = stdio_slot(fd, 0);
     if (s)
