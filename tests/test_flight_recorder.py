@@ -229,6 +229,13 @@ print(len(handled))
 """
 
 
+def _wait_for(condition, proc, deadline):
+    """Until condition() holds, the deadline passes or the process ends; condition() then."""
+    while not condition() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    return condition()
+
+
 def test_sigusr2_dumps_and_the_programs_own_handler_still_runs(tmp_path):
     data = tmp_path / "data.bin"
     data.write_bytes(os.urandom(77_777))
@@ -239,12 +246,9 @@ def test_sigusr2_dumps_and_the_programs_own_handler_still_runs(tmp_path):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
-        while not ready.exists() and time.time() < deadline and p.poll() is None:
-            time.sleep(0.05)
-        assert ready.exists()
+        assert _wait_for(ready.exists, p, deadline)
         os.kill(p.pid, signal.SIGUSR2)
-        while not _dumps(logdir) and time.time() < deadline and p.poll() is None:
-            time.sleep(0.1)
+        _wait_for(lambda: _dumps(logdir), p, deadline)
         done.write_text("1")
         out, err = p.communicate(timeout=120)
     finally:
@@ -321,12 +325,6 @@ fr.stop()
 print(a)
 print(b)
 """
-
-
-def _wait_for(condition, proc, deadline):
-    while not condition() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    return condition()
 
 
 def test_operator_requests_right_after_an_automatic_dump_are_never_dropped(tmp_path):
