@@ -11,6 +11,7 @@ from typing import List, Optional, Tuple
 import cffi
 import numpy as np
 
+from tfdarshan.capture import counters as C
 from tfdarshan.errors import DarshanLogError
 
 LOG_VERSION = b"3.41"
@@ -36,20 +37,36 @@ PSEUDO_FS = {"proc", "sysfs", "devpts", "cgroup", "cgroup2", "securityfs", "debu
 _NAME_RECORD = re.compile(rb"(.{8})([^\x00]*)\x00", re.S)
 
 
-def parse_names(raw: bytes) -> Optional[Tuple[np.ndarray, List[str]]]:
-    """(ids, paths) of an inflated name region, or None when it is not a
-    run of whole records with names under PATH_MAX. One regular-expression
-    pass in C: a job log can name millions of files."""
+def split_names(raw: bytes) -> Optional[Tuple[np.ndarray, Tuple[bytes, ...]]]:
+    """(ids, names as bytes) of an inflated name region, or None when it is
+    not a run of whole records with names under PATH_MAX. One
+    regular-expression pass in C: a job log can name millions of files."""
     found = _NAME_RECORD.findall(raw)
     if not found:
-        return (np.zeros(0, dtype=np.uint64), []) if not raw else None
+        return (np.zeros(0, dtype=np.uint64), ()) if not raw else None
     id_parts, name_parts = zip(*found)
-    text = b"\x00".join(name_parts)
     # matches are back to back from the start; anything left over is damage
-    if 8 * len(found) + len(text) + 1 != len(raw) or max(map(len, name_parts)) >= PATH_MAX:
+    if 9 * len(found) + sum(map(len, name_parts)) != len(raw) or max(map(len, name_parts)) >= PATH_MAX:
         return None
-    ids = np.frombuffer(b"".join(id_parts), dtype="<u8").astype(np.uint64)
-    return ids, text.decode("utf-8", "surrogateescape").split("\x00")
+    return np.frombuffer(b"".join(id_parts), dtype="<u8").astype(np.uint64), name_parts
+
+
+def parse_names(raw: bytes) -> Optional[Tuple[np.ndarray, List[str]]]:
+    """(ids, paths) of an inflated name region, or None (see split_names)."""
+    split = split_names(raw)
+    if split is None:
+        return None
+    ids, name_parts = split
+    if not name_parts:
+        return ids, []
+    return ids, b"\x00".join(name_parts).decode("utf-8", "surrogateescape").split("\x00")
+
+
+def record_dtype(module: str) -> np.dtype:
+    """A POSIX or STDIO record as Darshan stores it: the base record (id,
+    rank), then the integer and the floating-point counters."""
+    ints, floats = C.names(module)
+    return np.dtype([("id", "<u8"), ("rank", "<i8"), ("c", "<i8", (len(ints),)), ("f", "<f8", (len(floats),))])
 
 
 def pack_names(ids: np.ndarray, names: List[bytes]) -> Tuple[np.ndarray, np.ndarray]:
