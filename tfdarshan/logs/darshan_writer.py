@@ -89,7 +89,7 @@ def job_record(meta: dict, t0: float, t1: float, *, exe: Optional[str] = None, j
                 for point, fstype in _mounts_for_log(meta, mounts)])
 
 
-def _shift(values: np.ndarray, by: float) -> np.ndarray:
+def rebase_times(values: np.ndarray, by: float) -> np.ndarray:
     """Re-base timestamps; 0 stays "never"."""
     return np.where(values != 0, np.maximum(values - by, 1e-9), 0.0)
 
@@ -98,21 +98,29 @@ CHUNK_RECORDS = 8192          # records handed to the library at a time (~5.6 Mi
 CHUNK_BYTES = 64 << 20        # the most of any other module's data in one call
 
 
-def _module_chunks(module: str, frame: pd.DataFrame, t0: float, rank: int) -> Iterator[bytes]:
-    """Records in Darshan's layout, CHUNK_RECORDS at a time; a `rank`
-    column (a job log's) beats `rank`."""
+def timestamp_columns(module: str) -> List[int]:
+    """Which floating-point counters are times (0 = never) rather than durations."""
+    return [j for j, name in enumerate(C.names(module)[1]) if C.kind(module, name) in (C.FIRST, C.LAST)]
+
+
+def frame_records(module: str, frame: pd.DataFrame, rank: int) -> np.ndarray:
+    """A snapshot frame's rows in Darshan's record layout; a `rank` column
+    (a job log's) beats `rank`."""
     ints, floats = C.names(module)
-    layout = record_dtype(module)
-    stamps = [j for j, name in enumerate(floats) if C.kind(module, name) in (C.FIRST, C.LAST)]
+    rec = np.zeros(len(frame), dtype=record_dtype(module))
+    rec["id"] = frame["record_id"].to_numpy(dtype=np.uint64)
+    rec["rank"] = frame["rank"].to_numpy(dtype=np.int64) if "rank" in frame else rank
+    rec["c"] = frame[list(ints)].to_numpy(dtype=np.int64)
+    rec["f"] = frame[list(floats)].to_numpy(dtype=np.float64)
+    return rec
+
+
+def _module_chunks(module: str, frame: pd.DataFrame, t0: float, rank: int) -> Iterator[bytes]:
+    """Records in Darshan's layout, CHUNK_RECORDS at a time, times re-based to t0."""
+    stamps = timestamp_columns(module)
     for lo in range(0, len(frame), CHUNK_RECORDS):
-        part = frame.iloc[lo:lo + CHUNK_RECORDS]
-        rec = np.zeros(len(part), dtype=layout)
-        rec["id"] = part["record_id"].to_numpy(dtype=np.uint64)
-        rec["rank"] = part["rank"].to_numpy(dtype=np.int64) if "rank" in part else rank
-        rec["c"] = part[list(ints)].to_numpy(dtype=np.int64)
-        f = part[list(floats)].to_numpy(dtype=np.float64, copy=True)
-        f[:, stamps] = _shift(f[:, stamps], t0)
-        rec["f"] = f
+        rec = frame_records(module, frame.iloc[lo:lo + CHUNK_RECORDS], rank)
+        rec["f"][:, stamps] = rebase_times(rec["f"][:, stamps], t0)
         yield rec.tobytes()
 
 
