@@ -83,7 +83,8 @@ def job_record(meta: dict, t0: float, t1: float, *, exe: Optional[str] = None, j
     return JobRecord(
         uid=os.getuid(), start=_sec_nsec(origin + t0), end=_sec_nsec(origin + t1), nprocs=nprocs,
         jobid=jobid if jobid is not None else (job_id_from_environment() or int(meta.get("pid", os.getpid()))),
-        metadata="".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in text.items()).encode()[:1023],
+        # 1,022 bytes at most: put_job adds a newline to text that lacks one, then a NUL
+        metadata="".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in text.items()).encode()[:1022],
         exe=exe_text[:EXE_LEN].split(b"\0")[0],
         mounts=[(fstype.encode()[:EXE_LEN - 1], os.fsencode(point)[:EXE_LEN - 1])
                 for point, fstype in _mounts_for_log(meta, mounts)])
