@@ -252,3 +252,41 @@ def test_a_bar_on_a_terminal():
         progress("POSIX", done, 3)
     progress.close()
     assert "POSIX records" in out.getvalue() and "3/3" in out.getvalue()
+
+
+def test_name_region_split_as_darshan_util_reads_it():
+    # darshan-util ends a name record at the first NUL 8 or more bytes past
+    # its start; ids may hold NULs. The reference is a regular expression.
+    import re
+    from tfdarshan.logs.darshan_format import parse_names
+    record = re.compile(rb"(.{8})([^\x00]*)\x00", re.S)
+
+    def reference(raw):
+        found = record.findall(raw)
+        if not found:
+            return None if raw else ([], [])
+        ids, names = zip(*found)
+        if 9 * len(found) + sum(map(len, names)) != len(raw):
+            return None                 # not whole records back to back
+        return [int.from_bytes(i, "little") for i in ids], [n.decode("utf-8", "surrogateescape") for n in names]
+
+    rng = np.random.default_rng(3)
+    damaged = 0
+    for _ in range(2000):
+        n = int(rng.integers(0, 20))
+        ids = [bytearray(rng.integers(0, 256, 8, dtype=np.uint8).tobytes()) for _ in range(n)]
+        for i in ids:
+            if rng.random() < 0.5:      # NULs inside ids
+                i[int(rng.integers(0, 8))] = 0
+        raw = b"".join(bytes(i) + rng.integers(1, 256, int(rng.integers(0, 9)), dtype=np.uint8).tobytes() + b"\0"
+                       for i in ids)
+        if raw and rng.random() < 0.3:
+            raw = bytearray(raw)
+            raw[int(rng.integers(0, len(raw)))] = int(rng.integers(0, 2))
+            raw = bytes(raw[:len(raw) - int(rng.integers(0, 3))])
+        want, got = reference(raw), parse_names(raw)
+        damaged += want is None
+        assert (got is None) == (want is None), raw
+        if got is not None:
+            assert ([int(i) for i in got[0]], got[1]) == want, raw
+    assert damaged > 100

@@ -13,7 +13,7 @@ from zlib_ng import zlib_ng     # zlib's format, inflated about twice as fast: r
 from tfdarshan.capture import counters as C
 from tfdarshan.errors import DarshanLogError
 from tfdarshan.logs.darshan_format import (BASE, DXT_HEADER, HEADER, HEATMAP_HEADER, JOB_SIZE, LOG_VERSION, MAGIC, MOD,
-                                            MOD_VER, SEGMENT, parse_names, split_names)
+                                            MOD_VER, SEGMENT, name_records, parse_names)
 
 # record sizes of the modules we read (base record + counters)
 def _fixed_record_size(module: str) -> int:
@@ -112,8 +112,8 @@ def inspect_log(path, modules: bool = True) -> Dict[str, object]:
     if not (JOB_SIZE < len(job) <= 4096 + 65536):
         raise DarshanLogError(f"{path}: corrupted job record")
     names = inflate(data[name_map[0]:name_map[0] + name_map[1]], comp_type, "name", path) if name_map[1] else b""
-    # with the modules left compressed, the names stay bytes: (ids, names) and the region itself
-    named = parse_names(names) if modules else split_names(names)
+    # with the modules left compressed, the names stay bytes: (ids, record starts) and the region
+    named = parse_names(names) if modules else name_records(names)
     if named is None:
         raise DarshanLogError(f"{path}: corrupted name records")
     known = {v: k for k, v in MOD.items()}

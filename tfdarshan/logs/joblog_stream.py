@@ -32,7 +32,7 @@ from tfdarshan.capture import _native
 from tfdarshan.errors import DarshanLogError, TfdarshanError
 from tfdarshan.logs import live_log, log_stream, skipping
 from tfdarshan.logs.darshan_checker import check_module_region, inspect_log
-from tfdarshan.logs.darshan_format import HEATMAP_NAMES, MOD, fs_bytes, pack_names, split_names
+from tfdarshan.logs.darshan_format import HEATMAP_NAMES, MOD, fs_bytes, name_records, pack_names
 from tfdarshan.logs.darshan_reader import decode_dxt, decode_records, meta_from_regions, read_darshan_log
 from tfdarshan.logs.darshan_writer import dxt_buffer, frame_records, job_record, rebase_times, timestamp_columns
 from tfdarshan.logs.shared_fold import SharedFold
@@ -75,15 +75,16 @@ def _scan(item) -> _Scan:
         log = RankLog(rank, pathlib.Path(path), meta_from_regions(path, info), info["maps"], info["comp_type"],
                       info["mod_ver"], True)
         raw = info["names_raw"]
+        ids, starts = info["name_bytes"]
     else:                               # an older format: PyDarshan reads it
         snap = read_darshan_log(path)
         log = RankLog(rank, pathlib.Path(path), snap.meta, {}, 0, {}, False)
         frames = [snap.frame(m) for m in ("POSIX", "STDIO")]
-        blob, starts = pack_names(np.concatenate([f["record_id"].to_numpy(np.uint64) for f in frames]),
-                                  fs_bytes(frames[0]["path"]) + fs_bytes(frames[1]["path"]))
-        raw = blob.tobytes() if len(starts) else b""
-    ids, names = split_names(raw)
-    return _Scan(log, ids, 9 + np.fromiter(map(len, names), dtype=np.int64, count=len(names)), raw)
+        blob, _ = pack_names(np.concatenate([f["record_id"].to_numpy(np.uint64) for f in frames]),
+                             fs_bytes(frames[0]["path"]) + fs_bytes(frames[1]["path"]))
+        raw = blob.tobytes() if len(frames[0]) + len(frames[1]) else b""
+        ids, starts = name_records(raw)
+    return _Scan(log, ids, np.diff(starts, append=len(raw)), raw)
 
 
 class _SeenIds:
