@@ -290,3 +290,19 @@ def test_name_region_split_as_darshan_util_reads_it():
         if got is not None:
             assert ([int(i) for i in got[0]], got[1]) == want, raw
     assert damaged > 100
+
+
+def test_written_at_interpreter_exit(generated, tmp_path):
+    # `tfdarshan run`'s last rank may write the job log from atexit, when no thread can start
+    root, logs, job = generated
+    copies = {r: tmp_path / p.name for r, p in logs.items()}
+    for r, p in logs.items():
+        copies[r].write_bytes(p.read_bytes())
+    script = ("import atexit, pathlib\nfrom tfdarshan.logs.joblog import write_job_log\n"
+              f"logs = {{r: pathlib.Path(p) for r, p in {({r: str(p) for r, p in copies.items()})!r}.items()}}\n"
+              f"atexit.register(write_job_log, pathlib.Path({str(tmp_path)!r}), logs, 'atexit', {RANKS})\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    got, want = job_log_records(tmp_path / "atexit.job.darshan"), job_log_records(job)
+    for module in C.MODULES:
+        pd.testing.assert_frame_equal(got[module], want[module])

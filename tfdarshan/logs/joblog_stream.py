@@ -19,7 +19,6 @@ zlib streams). A rank log found damaged only in pass 2 (a module region
 that does not inflate) is skipped and the job log started again without it."""
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
 import os
@@ -187,7 +186,7 @@ def write(run_dir: pathlib.Path, out: pathlib.Path, logs: Dict[int, pathlib.Path
     progress = progress or (lambda stage, done, total: None)
     workers = os.cpu_count() or 1
     failed: Dict[int, dict] = {}        # ranks whose module regions turned out damaged
-    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="tfdarshan-joblog") as pool:
+    with log_stream.workers(workers) as pool:
         while True:
             try:
                 return _attempt(pool, 2 * workers, run_dir, out, {r: p for r, p in logs.items() if r not in failed},

@@ -131,6 +131,31 @@ def chunks(raw: bytes, size: int = STREAM_BYTES) -> Iterator[bytes]:
         yield raw[lo:lo + size]
 
 
+class _InCaller(concurrent.futures.Executor):
+    """An executor that runs each call in the caller's thread, at once."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        done = concurrent.futures.Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except BaseException as e:      # handed to whoever takes the result, as a pool would
+            done.set_exception(e)
+        return done
+
+
+def workers(n: int) -> concurrent.futures.Executor:
+    """n worker threads; at interpreter shutdown (a job log written from
+    atexit, as `tfdarshan run`'s last rank may) no thread can start, and
+    the work is done in the caller's thread instead."""
+    pool = concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="tfdarshan-joblog")
+    try:
+        pool.submit(int).result()
+    except RuntimeError:
+        pool.shutdown()
+        return _InCaller()
+    return pool
+
+
 def in_order(pool: concurrent.futures.Executor, fn: Callable, items: Iterable, ahead: int) -> Iterator:
     """fn(item) for each item, run on `pool` with at most `ahead` running or
     done but not yet taken, yielded in the items' order. An exception is
