@@ -52,6 +52,17 @@ class Rules:
     variance: Tuple[int, int]       # f: of time, of bytes
 
 
+def runs(columns: List[int]) -> List[slice]:
+    """Column indices as slices of consecutive ones (views, not copies)."""
+    out: List[slice] = []
+    for i in columns:
+        if out and out[-1].stop == i:
+            out[-1] = slice(out[-1].start, i + 1)
+        else:
+            out.append(slice(i, i + 1))
+    return out
+
+
 @functools.lru_cache(maxsize=None)
 def rules(module: str) -> Rules:
     ints, floats = C.names(module)
@@ -111,10 +122,10 @@ def update_common(vals: np.ndarray, cnts: np.ndarray, value: np.ndarray, count: 
     vals[rows], cnts[rows] = out_v, out_n
 
 
-def merge_top4(acc_v, acc_c, new_v, new_c) -> Tuple[np.ndarray, np.ndarray]:
-    """posix_record_reduction_op's STRIDE / ACCESS step, a row per file:
-    collapse values both records hold, then insert the first record's four
-    and the second's into an empty set."""
+def _merge_top4_stepwise(acc_v, acc_c, new_v, new_c) -> Tuple[np.ndarray, np.ndarray]:
+    """The STRIDE / ACCESS step as Darshan runs it: collapse the values both
+    records hold, then insert the first record's four and the second's into
+    an empty set."""
     acc_c, new_v, new_c = acc_c.copy(), new_v.copy(), new_c.copy()
     for j in range(4):
         for k in range(4):
@@ -126,6 +137,43 @@ def merge_top4(acc_v, acc_c, new_v, new_c) -> Tuple[np.ndarray, np.ndarray]:
     for src_v, src_c in ((acc_v, acc_c), (new_v, new_c)):
         for i in range(4):
             update_common(vals, cnts, src_v[:, i], src_c[:, i])
+    return vals, cnts
+
+
+def _distinct(v: np.ndarray) -> np.ndarray:
+    """Rows whose non-zero values differ from each other (as Darshan keeps them)."""
+    out = np.ones(len(v), dtype=bool)
+    for i in range(4):
+        for j in range(i + 1, 4):
+            out &= (v[:, i] != v[:, j]) | (v[:, i] == 0)
+    return out
+
+
+def _merge_top4_distinct(acc_v, acc_c, new_v, new_c) -> Tuple[np.ndarray, np.ndarray]:
+    """The same step for rows whose two sets each hold distinct values: then
+    each insertion lands after every entry ahead of it by (count, value) and
+    pushes the last out, so the result is the four greatest of both sets by
+    (count, value), with four empty slots (0, 0) among them."""
+    both = (acc_v[:, :, None] == new_v[:, None, :]) & (acc_v[:, :, None] != 0)
+    acc_c = acc_c + (both * new_c[:, None, :]).sum(axis=2)
+    held = both.any(axis=1)
+    empty = np.zeros_like(acc_v)
+    vals = np.concatenate([acc_v, np.where(held, 0, new_v), empty], axis=1)
+    cnts = np.concatenate([acc_c, np.where(held, 0, new_c), empty], axis=1)
+    cnts = np.where(vals == 0, 0, cnts)         # a 0 is no value: an empty slot
+    best = np.lexsort((vals, cnts), axis=1)[:, :-5:-1]
+    return np.take_along_axis(vals, best, axis=1), np.take_along_axis(cnts, best, axis=1)
+
+
+def merge_top4(acc_v, acc_c, new_v, new_c) -> Tuple[np.ndarray, np.ndarray]:
+    """posix_record_reduction_op's STRIDE / ACCESS step, a row per file
+    (four values and their counts of the records so far, and of the next)."""
+    fast = _distinct(acc_v) & _distinct(new_v)
+    if fast.all():
+        return _merge_top4_distinct(acc_v, acc_c, new_v, new_c)
+    vals, cnts = np.empty_like(acc_v), np.empty_like(acc_c)
+    for rows, merge in ((fast, _merge_top4_distinct), (~fast, _merge_top4_stepwise)):
+        vals[rows], cnts[rows] = merge(acc_v[rows], acc_c[rows], new_v[rows], new_c[rows])
     return vals, cnts
 
 
@@ -149,48 +197,75 @@ class SharedFold:
         """Fold one rank's records of shared files (each file at most once)."""
         if not len(rec):
             return
-        R = self.rules
         pos = np.searchsorted(self.ids, rec["id"])
-        c, f = np.asarray(rec["c"]), np.asarray(rec["f"])
-        acc_c, acc_f = self.c[pos], self.f[pos]
         first = self.held[pos] == 0
-        later = ~first
-        col = first[:, None]
-        if R.clamped:
-            s = acc_c[:, R.clamped] + c[:, R.clamped]
-            acc_c[:, R.clamped] = np.where(s < 0, -1, s)    # an invalid count stays -1
-        acc_c[:, R.sums] += c[:, R.sums]
-        acc_c[:, R.first] = np.where(col, c[:, R.first], acc_c[:, R.first])
-        acc_c[:, R.maxes] = np.where(col, c[:, R.maxes], np.maximum(acc_c[:, R.maxes], c[:, R.maxes]))
-        v, a = f[:, R.min_start], acc_f[:, R.min_start]     # 0 is "never"
-        acc_f[:, R.min_start] = np.where((v > 0) & ((v < a) | (a == 0)), v, a)
-        acc_f[:, R.max_end] = np.where(col, f[:, R.max_end], np.maximum(acc_f[:, R.max_end], f[:, R.max_end]))
-        acc_f[:, R.fsums] += f[:, R.fsums]
-        for t, size in R.slowest_call:
-            take = first | (f[:, t] >= acc_f[:, t])
-            acc_f[:, t] = np.where(take, f[:, t], acc_f[:, t])
-            acc_c[:, size] = np.where(take, c[:, size], acc_c[:, size])
-        for vcols, ccols in R.top4:
-            vals, cnts = acc_c[:, vcols], acc_c[:, ccols]
-            if later.any():
-                vals[later], cnts[later] = merge_top4(vals[later], cnts[later], c[later][:, vcols], c[later][:, ccols])
-            vals[first], cnts[first] = c[first][:, vcols], c[first][:, ccols]
-            acc_c[:, vcols], acc_c[:, ccols] = vals, cnts
-        time = f[:, R.time[0]] + f[:, R.time[1]] + f[:, R.time[2]]
-        nbytes = c[:, R.nbytes[0]] + c[:, R.nbytes[1]]
-        for (r_col, b_col, t_col), better in ((R.fastest, np.less_equal), (R.slowest, np.greater_equal)):
-            take = first | better(time, acc_f[:, t_col])
-            acc_c[:, r_col] = np.where(take, rank, acc_c[:, r_col])
-            acc_c[:, b_col] = np.where(take, nbytes, acc_c[:, b_col])
-            acc_f[:, t_col] = np.where(take, time, acc_f[:, t_col])
-        for which, x in enumerate((time, nbytes.astype(np.float64))):
-            n, T, S = self.var[which][:, pos]
-            n1 = np.where(first, 1.0, n)
-            d = (1.0 / n1) * T - x          # darshan_variance_reduce with one rank's (1, x, 0)
-            self.var[which][:, pos] = np.where(first, [np.ones_like(x), x, np.zeros_like(x)],
-                                               [n + 1.0, T + x, S + (n1 / (1.0 * (n1 + 1.0))) * d * d])
-        self.c[pos], self.f[pos] = acc_c, acc_f
+        if first.any():
+            self._start(rank, rec[first], pos[first])
+        if not first.all():
+            self._merge(rank, rec[~first], pos[~first])
         self.held[pos] += 1
+
+    def _io(self, c: np.ndarray, f: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Each record's I/O time (read + write + meta) and bytes moved."""
+        R = self.rules
+        return f[:, R.time[0]] + f[:, R.time[1]] + f[:, R.time[2]], c[:, R.nbytes[0]] + c[:, R.nbytes[1]]
+
+    def _start(self, rank: int, rec: np.ndarray, pos: np.ndarray) -> None:
+        """The first rank's records of these files, as Darshan's reduction of
+        one record leaves them: the fastest and slowest rank this one."""
+        R = self.rules
+        c, f = rec["c"].copy(), rec["f"].copy()
+        for cols in runs(R.clamped):
+            np.maximum(c[:, cols], -1, out=c[:, cols])        # an invalid count is -1
+        for cols in runs(R.min_start):
+            f[:, cols] = np.where(f[:, cols] > 0, f[:, cols], 0.0)  # 0 is never
+        time, nbytes = self._io(c, f)
+        for r_col, b_col, t_col in (R.fastest, R.slowest):
+            c[:, r_col], c[:, b_col], f[:, t_col] = rank, nbytes, time
+        self.c[pos], self.f[pos] = c, f
+        self.var[:, :, pos] = [[np.ones_like(time), time, np.zeros_like(time)],
+                               [np.ones_like(time), nbytes.astype(np.float64), np.zeros_like(time)]]
+
+    def _merge(self, rank: int, rec: np.ndarray, pos: np.ndarray) -> None:
+        """Fold a later rank's records of these files into theirs so far."""
+        R = self.rules
+        whole = len(pos) == len(self.ids)
+        if whole:       # the rank holds every file: its records in our order, and ours updated in place
+            order = np.empty_like(pos)
+            order[pos] = np.arange(len(pos))
+            rec = rec[order]
+            acc_c, acc_f, var = self.c, self.f, self.var
+        else:
+            acc_c, acc_f, var = self.c[pos], self.f[pos], self.var[:, :, pos]
+        c, f = rec["c"], rec["f"]
+        for cols in runs(R.clamped):
+            np.maximum(np.add(acc_c[:, cols], c[:, cols], out=acc_c[:, cols]), -1, out=acc_c[:, cols])
+        for cols in runs(R.sums):
+            acc_c[:, cols] += c[:, cols]
+        for cols in runs(R.maxes):
+            np.maximum(acc_c[:, cols], c[:, cols], out=acc_c[:, cols])
+        for cols in runs(R.min_start):
+            v, a = f[:, cols], acc_f[:, cols]
+            acc_f[:, cols] = np.where((v > 0) & ((v < a) | (a == 0)), v, a)
+        for cols in runs(R.max_end):
+            np.maximum(acc_f[:, cols], f[:, cols], out=acc_f[:, cols])
+        for cols in runs(R.fsums):
+            acc_f[:, cols] += f[:, cols]
+        for t, size in R.slowest_call:
+            take = f[:, t] >= acc_f[:, t]
+            acc_f[take, t], acc_c[take, size] = f[take, t], c[take, size]
+        for vcols, ccols in R.top4:
+            acc_c[:, vcols], acc_c[:, ccols] = merge_top4(acc_c[:, vcols], acc_c[:, ccols], c[:, vcols], c[:, ccols])
+        time, nbytes = self._io(c, f)
+        for (r_col, b_col, t_col), better in ((R.fastest, np.less_equal), (R.slowest, np.greater_equal)):
+            take = better(time, acc_f[:, t_col])
+            acc_c[take, r_col], acc_c[take, b_col], acc_f[take, t_col] = rank, nbytes[take], time[take]
+        for which, x in enumerate((time, nbytes.astype(np.float64))):
+            n, T, S = var[which]
+            d = (1.0 / n) * T - x           # darshan_variance_reduce with one rank's (1, x, 0)
+            var[which] = [n + 1.0, T + x, S + (n / (1.0 * (n + 1.0))) * d * d]
+        if not whole:
+            self.c[pos], self.f[pos], self.var[:, :, pos] = acc_c, acc_f, var
 
     def records(self, nprocs: int) -> Tuple[np.ndarray, np.ndarray]:
         """(the reduced records of the files all nprocs ranks added, rank -1;
