@@ -90,22 +90,26 @@ def frame(module, rows):
     return pd.DataFrame([{c: 0 for c in f.columns} | r for r in rows], columns=f.columns).astype(f.dtypes.to_dict())
 
 
-def write_rank_logs(root, rng):
+def write_rank_logs(root, rng, mixed=True):
     """RANKS rank logs: SHARED files every rank read (TIED of them in equal
     times), PARTLY files ranks 0-2 read, OWN files each, a file ranks 0-2
     read through POSIX and 3-4 through STDIO (every rank names it, no
     module has it from all), STDIO_SHARED files every rank fopened; each
-    rank started 0.37 s after the one before."""
+    rank started 0.37 s after the one before; odd ranks list their files
+    in an order of their own. Not `mixed`: POSIX files only, so that every
+    rank holds every file all ranks name."""
     logs = {}
     for r in range(RANKS):
         posix = [posix_row(rng, f"/data/shared-{i}", r, tied=i in TIED) for i in range(SHARED)]
         posix += [posix_row(rng, f"/data/part-{i}", r) for i in range(PARTLY) if r < 3]
         posix += [posix_row(rng, f"/data/rank{r}-{i}", r) for i in range(OWN)]
-        stdio = [stdio_row(rng, f"/data/text-{i}") for i in range(STDIO_SHARED)]
-        if r < 3:
+        stdio = [stdio_row(rng, f"/data/text-{i}") for i in range(STDIO_SHARED)] if mixed else []
+        if mixed and r < 3:
             posix.append(posix_row(rng, "/data/both", r))
-        else:
+        elif mixed:
             stdio.append(stdio_row(rng, "/data/both"))
+        if r % 2:                       # ranks list their files in orders of their own, or the same
+            posix = [posix[i] for i in rng.permutation(len(posix))]
         meta = {"origin_unix_time": 1.7e9 + 0.37 * r, "start": 0.0, "end": 60.0 + r, "hostname": f"node{r // 2}"}
         snap = Snapshot(frame("POSIX", posix), frame("STDIO", stdio), empty_values(), empty_extra(), empty_dxt(), meta)
         logs[r] = write_darshan_log(snap, root / f"node{r // 2}.rank{r}.darshan", metadata={"rank": str(r)},
@@ -135,6 +139,16 @@ def test_generated_session_equals_the_old_reduction(generated):
     assert (tied["POSIX_FASTEST_RANK"] == RANKS - 1).all() and (tied["POSIX_SLOWEST_RANK"] == RANKS - 1).all()
     # -1 counts met (STATS) and top-four sets merged over five ranks
     assert (posix["POSIX_STATS"] == -1).any() and (posix[posix["rank"] == -1]["POSIX_ACCESS4_COUNT"] > 0).any()
+
+
+def test_ranks_holding_every_shared_file_equal_the_old_reduction(tmp_path):
+    # each rank holds all the shared files: folded in place, in the first
+    # rank's order (even ranks list them so) or gathered into it (odd ranks)
+    logs = write_rank_logs(tmp_path, np.random.default_rng(5), mixed=False)
+    job = write_job_log(tmp_path, logs, "posix", RANKS)
+    got, want = job_log_records(job), old_job_records(logs, RANKS)
+    assert_same_counters(got["POSIX"], want["POSIX"], "POSIX")
+    assert (got["POSIX"]["rank"] == -1).sum() == SHARED and not len(got["STDIO"])
 
 
 def test_pydarshan_reads_what_our_reader_reads(generated):
@@ -192,6 +206,8 @@ def test_top4_merge_equals_darshans_macro_row_by_row():
     rows = [(top4(rng, STRIDES + SIZES), top4(rng, STRIDES + SIZES)) for _ in range(3000)]
     for (v, _), _ in rows[::5]:
         v[1] = v[0]                     # a value twice in the first set
+    for (_, c), (_, c2) in rows[1::7]:
+        c[0], c2[-1] = 0, -1            # counts no Darshan writes
     acc_v, acc_c, new_v, new_c = (np.array([r[i][j] for r in rows], dtype=np.int64) for i in (0, 1) for j in (0, 1))
     vals, cnts = merge_top4(acc_v, acc_c, new_v, new_c)
     for i, ((av, ac), (nv, nc)) in enumerate(rows):

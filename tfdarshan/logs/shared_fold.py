@@ -155,12 +155,18 @@ def _merge_top4_distinct(acc_v, acc_c, new_v, new_c) -> Tuple[np.ndarray, np.nda
     pushes the last out, so the result is the four greatest of both sets by
     (count, value), with four empty slots (0, 0) among them."""
     both = (acc_v[:, :, None] == new_v[:, None, :]) & (acc_v[:, :, None] != 0)
-    acc_c = acc_c + (both * new_c[:, None, :]).sum(axis=2)
+    acc_c = np.where(acc_v == 0, 0, acc_c + (both * new_c[:, None, :]).sum(axis=2))  # 0 is no value: an empty slot
     held = both.any(axis=1)
+    # most often a rank's values are among those so far, still in order: nothing moves
+    done = (held | (new_v == 0)).all(axis=1)
+    done &= ((acc_v == 0) | (acc_c > 0) | ((acc_c == 0) & (acc_v > 0))).all(axis=1)   # all above an empty slot
+    for i in range(3):
+        done &= (acc_c[:, i] > acc_c[:, i + 1]) | ((acc_c[:, i] == acc_c[:, i + 1]) & (acc_v[:, i] >= acc_v[:, i + 1]))
+    if done.all():
+        return acc_v.copy(), acc_c
     empty = np.zeros_like(acc_v)
     vals = np.concatenate([acc_v, np.where(held, 0, new_v), empty], axis=1)
-    cnts = np.concatenate([acc_c, np.where(held, 0, new_c), empty], axis=1)
-    cnts = np.where(vals == 0, 0, cnts)         # a 0 is no value: an empty slot
+    cnts = np.concatenate([acc_c, np.where(held | (new_v == 0), 0, new_c), empty], axis=1)
     best = np.lexsort((vals, cnts), axis=1)[:, :-5:-1]
     return np.take_along_axis(vals, best, axis=1), np.take_along_axis(cnts, best, axis=1)
 
@@ -192,17 +198,36 @@ class SharedFold:
         self.held = np.zeros(n, dtype=np.int64)            # ranks folded in, per file
         # darshan_variance_reduce's (n, T, S) of each rank's I/O time and bytes
         self.var = np.zeros((2, 3, n), dtype=np.float64)
+        self._by_id = np.arange(n)                          # self.ids[_by_id] is sorted
+        self._last: Tuple[np.ndarray, np.ndarray, bool] = (np.zeros(0, dtype=np.uint64), np.zeros(0, int), False)
+
+    def _positions(self, ids: np.ndarray) -> Tuple[np.ndarray, bool]:
+        """Where `ids` are kept, and whether that is 0, 1, 2...: ranks often
+        list the same files in the same order, so the last answer is kept."""
+        last, pos, identity = self._last
+        if len(ids) == len(last) and np.array_equal(ids, last):
+            return pos, identity
+        pos = self._by_id[np.searchsorted(self.ids[self._by_id], ids)]
+        identity = len(pos) == len(self.ids) and bool((pos == np.arange(len(pos))).all())
+        self._last = (ids.copy(), pos, identity)
+        return pos, identity
 
     def add(self, rank: int, rec: np.ndarray) -> None:
         """Fold one rank's records of shared files (each file at most once)."""
         if not len(rec):
             return
-        pos = np.searchsorted(self.ids, rec["id"])
+        if len(rec) == len(self.ids) and not self.held.any():
+            # the first rank holds every file: keep them in its order, which later ranks often share
+            self.ids = rec["id"].copy()
+            self._by_id = np.argsort(self.ids, kind="stable")
+        pos, identity = self._positions(rec["id"])
         first = self.held[pos] == 0
-        if first.any():
+        if not first.any():
+            self._merge(rank, rec, pos, identity)
+        else:
             self._start(rank, rec[first], pos[first])
-        if not first.all():
-            self._merge(rank, rec[~first], pos[~first])
+            if not first.all():
+                self._merge(rank, rec[~first], pos[~first], False)
         self.held[pos] += 1
 
     def _io(self, c: np.ndarray, f: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -226,14 +251,15 @@ class SharedFold:
         self.var[:, :, pos] = [[np.ones_like(time), time, np.zeros_like(time)],
                                [np.ones_like(time), nbytes.astype(np.float64), np.zeros_like(time)]]
 
-    def _merge(self, rank: int, rec: np.ndarray, pos: np.ndarray) -> None:
+    def _merge(self, rank: int, rec: np.ndarray, pos: np.ndarray, identity: bool) -> None:
         """Fold a later rank's records of these files into theirs so far."""
         R = self.rules
         whole = len(pos) == len(self.ids)
         if whole:       # the rank holds every file: its records in our order, and ours updated in place
-            order = np.empty_like(pos)
-            order[pos] = np.arange(len(pos))
-            rec = rec[order]
+            if not identity:
+                order = np.empty_like(pos)
+                order[pos] = np.arange(len(pos))
+                rec = rec[order]
             acc_c, acc_f, var = self.c, self.f, self.var
         else:
             acc_c, acc_f, var = self.c[pos], self.f[pos], self.var[:, :, pos]
