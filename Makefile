@@ -44,9 +44,14 @@ test: $(STAMP) system-deps
 case-studies: $(STAMP) system-deps
 	$(BIN)/python -m case_studies --scale small
 
+# bench_peers.py runs DFTracer beside tfdarshan (the peers extra);
+# bench_instructions.py needs valgrind
 bench: $(STAMP) browser
+	$(BIN)/pip install -q -e ".[tf-cpu,test,case-studies,peers]"
+	$(BIN)/python benchmarks/bench_instructions.py
 	$(BIN)/python benchmarks/bench_pread.py
 	$(BIN)/python benchmarks/bench_hotpath.py
+	$(BIN)/python benchmarks/bench_peers.py
 	$(BIN)/python benchmarks/bench_log.py
 	$(BIN)/python benchmarks/bench_joblog.py
 	$(BIN)/python benchmarks/bench_pipeline.py

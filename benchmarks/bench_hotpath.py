@@ -1,22 +1,37 @@
 """What the shim adds to a call, measured where a noisy VM cannot hide it.
 
-1. A buffered 64-byte fread loop through a GOT the shim patches: libc serves
-   63 of every 64 calls from its buffer, so no system call drowns the
-   wrapper. Detached and attached rounds alternate in one process.
+1. Calls through a GOT the shim patches (benchmarks/hotloop.c), detached,
+   attached with counters and attached with the trace, in a shuffled order
+   every round, in one process:
+   - a buffered 64-byte fread: libc serves 63 of every 64 from its buffer,
+     so no system call drowns the wrapper;
+   - a cached 4 KiB pread;
+   - open + close of one file, and the calls tf.io.read_file makes per
+     file (stat, open, pread of 88 KB, pread at the end, close): the
+     per-file part of an input pipeline's cost.
 2. The wrapper alone: the originals of pread and fread replaced by stubs
-   that return at once (native/bench.c), the wrapper called against the stub
-   called directly, alternating.
+   that return at once (native/bench.c), the wrapper called against the
+   stub called directly, alternating.
+3. The clock's floor: two reads of the shim's clock (rdtsc), the least a
+   timed call can cost on this machine.
+4. What not timing freads served from the FILE buffer would take out of
+   Darshan's STDIO read time: 64 B and 512 B freads through a whole cached
+   file, each timed as Darshan times it, split by whether libc served it
+   from the buffer (detached; x86-64 with glibc).
 
     python benchmarks/bench_hotpath.py [--calls N] [--rounds R]
 
-Each figure is the median of R paired rounds with the 5-95 % and min-max
-range of the per-round differences."""
+Each added cost is the median of the rounds' differences from the same
+round's detached figure, with the 95 % bootstrap interval of that median
+and the rounds' 5-95 % range. benchmarks/bench_instructions.py counts the
+same paths' instructions, which do not move with the machine's load."""
 from __future__ import annotations
 
 import argparse
 import ctypes
 import os
 import pathlib
+import random
 import statistics
 import subprocess
 import sys
@@ -24,34 +39,45 @@ import tempfile
 import time
 
 HERE = pathlib.Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from bench_ring import median_interval  # noqa: E402
+
+MODES = ("off", "counters", "trace")
 
 
 def build(workdir: pathlib.Path) -> ctypes.CDLL:
     so = workdir / "libhotloop.so"
-    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(HERE / "hotloop.c"), "-o", str(so)], check=True)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-pthread", str(HERE / "hotloop.c"), "-o", str(so)], check=True)
     lib = ctypes.CDLL(str(so))
-    lib.fread_loop.restype = lib.pread_via.restype = lib.fread_via.restype = ctypes.c_long
-    lib.fread_loop.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_long]
-    lib.pread_via.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-    lib.fread_via.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long]
-    lib.open_stream.restype = ctypes.c_void_p
-    lib.open_stream.argtypes = [ctypes.c_char_p]
-    lib.close_stream.argtypes = [ctypes.c_void_p]
+    L, P, I, S = ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p
+    for name, args, res in (("fread_loop", [P, L, L], L), ("pread_loop", [I, L, L], L),
+                            ("open_close_loop", [S, L], L), ("read_file_loop", [S, L, L], L),
+                            ("pread_via", [P, I, L, L], L), ("fread_via", [P, P, L, L], L),
+                            ("open_stream", [S], P), ("close_stream", [P], I), ("open_fd", [S], I),
+                            ("close_fd", [I], I), ("clock_pair_loop", [L], L),
+                            ("fread_split", [P, L, ctypes.POINTER(ctypes.c_longlong)], None)):
+        if not hasattr(lib, name):      # fread_split: x86-64 with glibc only
+            continue
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, res
     return lib
 
 
-def spread(diffs):
+def spread(diffs) -> str:
     s = sorted(diffs)
     q = lambda p: s[min(len(s) - 1, max(0, round(p * (len(s) - 1))))]
-    return (f"median {statistics.median(s):+.1f} ns (5-95 %: {q(0.05):+.1f} to {q(0.95):+.1f}; "
-            f"min-max {s[0]:+.1f} to {s[-1]:+.1f})")
+    lo, hi = median_interval(s)
+    return (f"median {statistics.median(s):+.1f} ns [95 % interval {lo:+.1f} to {hi:+.1f}] "
+            f"(rounds 5-95 %: {q(0.05):+.1f} to {q(0.95):+.1f})")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=200_000)
-    ap.add_argument("--rounds", type=int, default=31)
+    ap.add_argument("--rounds", type=int, default=21)
     args = ap.parse_args(argv)
+    if args.rounds < 5:
+        ap.error("--rounds must be at least 5")
 
     import tfdarshan
     from tfdarshan.capture._native import ffi, lib as shim
@@ -60,37 +86,73 @@ def main(argv=None) -> int:
         loop = build(work)
         data = work / "data.bin"
         data.write_bytes(os.urandom(args.calls * 64))   # no round reaches the end of the file
+        small = work / "small.bin"
+        small.write_bytes(os.urandom(88_000))
+        dpath, spath = str(data).encode(), str(small).encode()
+        fd = loop.open_fd(dpath)
+        per_file = max(args.calls // 20, 100)
 
-        def fread_round(attached: bool) -> float:
-            if attached:
-                tfdarshan.attach()
-            f = loop.open_stream(str(data).encode())
+        def fread_calls():
+            f = loop.open_stream(dpath)          # opened in the mode measured, so recorded in it
             t = time.perf_counter_ns()
             loop.fread_loop(f, args.calls, 64)
-            ns = (time.perf_counter_ns() - t) / args.calls
+            ns = time.perf_counter_ns() - t
             loop.close_stream(f)
-            if attached:
-                tfdarshan.detach()
-            return ns
+            return ns / args.calls
 
-        fread_round(False), fread_round(True)            # warm up
-        off, on = [], []
+        def timed(fn, n):
+            def run():
+                t = time.perf_counter_ns()
+                fn()
+                return (time.perf_counter_ns() - t) / n
+            return run
+
+        loops = {
+            "buffered 64-byte fread": fread_calls,
+            "cached 4 KiB pread": timed(lambda: loop.pread_loop(fd, args.calls, 4096), args.calls),
+            "open + close": timed(lambda: loop.open_close_loop(dpath, per_file), per_file),
+            "per file as read_file (stat, open, 2 pread, close)":
+                timed(lambda: loop.read_file_loop(spath, per_file, 88_000), per_file),
+        }
+
+        def set_mode(mode):
+            if mode == "off":
+                tfdarshan.detach()
+            else:
+                tfdarshan.attach()
+                shim.tfd_set_trace(1 if mode == "trace" else 0, 256 << 20)
+
+        for mode in MODES:                      # warm up every mode
+            set_mode(mode)
+            for fn in loops.values():
+                fn()
+        rng = random.Random(1)
+        got = {name: {m: [] for m in MODES} for name in loops}
         for _ in range(args.rounds):
-            off.append(fread_round(False))
-            on.append(fread_round(True))
+            order = list(MODES)
+            rng.shuffle(order)
+            for mode in order:
+                set_mode(mode)
+                for name, fn in loops.items():
+                    got[name][mode].append(fn())
+        tfdarshan.detach()
         snap = tfdarshan.snapshot()
         reads = int(snap.stdio.loc[snap.stdio["path"] == str(data), "STDIO_READS"].sum())
-        if reads != (args.rounds + 1) * args.calls:
-            print(f"ERROR: the shim counted {reads} of {(args.rounds + 1) * args.calls} attached freads",
-                  file=sys.stderr)
+        want = (2 * args.rounds + 2) * args.calls
+        if reads != want:
+            print(f"ERROR: the shim counted {reads} of {want} attached freads", file=sys.stderr)
             return 1
-        print(f"buffered 64-byte fread: {statistics.median(off):.1f} ns/call detached, "
-              f"{statistics.median(on):.1f} attached; added {spread([b - a for a, b in zip(off, on)])}")
+        print(f"{args.rounds} rounds, modes in a shuffled order each round")
+        for name, by_mode in got.items():
+            off = by_mode["off"]
+            print(f"{name}: {statistics.median(off):.1f} ns/call detached")
+            for mode in ("counters", "trace"):
+                print(f"  {mode:8s} {statistics.median(by_mode[mode]):.1f} ns/call; added "
+                      f"{spread([b - a for a, b in zip(off, by_mode[mode])])}")
 
         # the wrapper alone, against the stub it forwards to
         tfdarshan.attach()
-        fd = os.open(data, os.O_RDONLY)
-        f = loop.open_stream(str(data).encode())
+        f = loop.open_stream(dpath)
         shim.tfd_bench_stub(1)
         try:
             for name, call in (("pread", lambda fn: loop.pread_via(fn, fd, args.calls, 4096)),
@@ -98,23 +160,44 @@ def main(argv=None) -> int:
                 stub = int(ffi.cast("uintptr_t", shim.tfd_bench_stub_function(name.encode())))
                 wrapper = int(ffi.cast("uintptr_t", shim.tfd_bench_wrapper(name.encode())))
 
-                def timed(fn, call=call):
+                def once(fn, call=call):
                     t = time.perf_counter_ns()
                     call(fn)
                     return (time.perf_counter_ns() - t) / args.calls
 
-                timed(stub), timed(wrapper)
+                once(stub), once(wrapper)
                 plain, wrapped = [], []
                 for _ in range(args.rounds):
-                    plain.append(timed(stub))
-                    wrapped.append(timed(wrapper))
+                    plain.append(once(stub))
+                    wrapped.append(once(wrapper))
                 print(f"{name} wrapper alone: stub {statistics.median(plain):.1f} ns/call, wrapper + stub "
                       f"{statistics.median(wrapped):.1f}; added {spread([b - a for a, b in zip(plain, wrapped)])}")
         finally:
             shim.tfd_bench_stub(0)
             loop.close_stream(f)
-            os.close(fd)
             tfdarshan.detach()
+        pairs = []
+        for _ in range(args.rounds):
+            t = time.perf_counter_ns()
+            loop.clock_pair_loop(args.calls)
+            pairs.append((time.perf_counter_ns() - t) / args.calls)
+        lo, hi = median_interval(pairs)
+        print(f"clock floor: two clock reads (rdtsc) {statistics.median(pairs):.1f} ns "
+              f"[95 % interval {lo:.1f} to {hi:.1f}]: the least a timed call adds here")
+        if hasattr(loop, "fread_split"):
+            out = (ctypes.c_longlong * 4)()
+            for size in (64, 512):
+                shares = []
+                for _ in range(args.rounds):
+                    f = loop.open_stream(dpath)
+                    loop.fread_split(f, size, out)
+                    loop.close_stream(f)
+                    shares.append(100 * out[1] / (out[1] + out[3]))
+                lo, hi = median_interval(shares)
+                print(f"{size} B freads: the {out[0]} served from the buffer take {statistics.median(shares):.0f} % "
+                      f"[95 % interval {lo:.0f} to {hi:.0f}] of the time Darshan would measure, the {out[2]} "
+                      f"that reached read() the rest")
+        loop.close_fd(fd)
     return 0
 
 

@@ -13,7 +13,17 @@ VM the CPU time is the steadier of the two. Overheads are medians of the
 per-round ratios against the same round's detached pass, with their 5-95 %
 range, and the script checks that the two halves of the rounds agree.
 Budgets (issue 4): at most 1 % with counters, 3 % with the trace; stats()
-at most 50 us with 1,000 active files."""
+at most 50 us with 1,000 active files.
+
+Where the counters' overhead goes: the CPU time of the collects made during
+the attached measurements (the recorder's 10 s background collect; the
+collect at detach, which folds the rest of what a measurement wrote, comes
+after its measured CPU and is printed apart), and the
+per-file calls (stat, open, two preads, close, as tf.io.read_file makes
+them) timed natively in this process, detached and attached interleaved,
+split into the opening calls and the reads; the rest is what neither
+explains (tf.data's new threads writing each file's counters for the first
+time, cache misses the native loop does not see)."""
 from __future__ import annotations
 
 import argparse
@@ -28,6 +38,7 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 MODES = ("off", "counters", "trace")
 
@@ -51,6 +62,59 @@ def summary(values):
     return float(np.median(v)), float(np.percentile(v, 5)), float(np.percentile(v, 95))
 
 
+def per_file_calls(paths, rounds: int = 11, n: int = 4000):
+    """Added ns per file of the calls tf.io.read_file makes (stat, open,
+    pread, pread at the end, close), and per pread, timed natively with the
+    counters attached against detached, interleaved (medians of rounds)."""
+    import tfdarshan
+    from bench_hotpath import build
+    sample = paths[len(paths) // 2]
+    size = os.path.getsize(sample)
+    with tempfile.TemporaryDirectory(prefix="tfd-pipe-loop-") as d:
+        loop = build(pathlib.Path(d))
+        got = {m: ([], []) for m in ("off", "counters")}
+        rng = random.Random(2)
+        for _ in range(rounds + 1):
+            order = ["off", "counters"]
+            rng.shuffle(order)
+            for mode in order:
+                if mode == "off":
+                    tfdarshan.detach()
+                else:
+                    tfdarshan.attach()
+                fd = loop.open_fd(sample.encode())
+                t = time.perf_counter_ns()
+                loop.read_file_loop(sample.encode(), n, size)
+                t1 = time.perf_counter_ns()
+                loop.pread_loop(fd, n, size)
+                t2 = time.perf_counter_ns()
+                loop.close_fd(fd)
+                got[mode][0].append((t1 - t) / n)
+                got[mode][1].append((t2 - t1) / n)
+        tfdarshan.detach()
+    diff = lambda k: statistics.median(b - a for a, b in zip(got["off"][k][1:], got["counters"][k][1:]))
+    return diff(0), diff(1)
+
+
+def where_it_goes(rounds, paths, files_read: int) -> None:
+    """The counters' added CPU per measurement, split into collects, the
+    per-file calls (opening calls and reads) and the rest."""
+    measured = statistics.median(x["counters"][1] - x["off"][1] for x in rounds)
+    collects = statistics.median(x["counters"][2][0] for x in rounds)
+    at_detach = statistics.median(x["counters"][2][1] for x in rounds)
+    file_ns, pread_ns = per_file_calls(paths)
+    opens_ns = file_ns - 2 * pread_ns
+    calls = files_read * file_ns / 1e9
+    print(f"where the counters' added CPU goes, per measurement ({files_read} files read): "
+          f"measured {measured * 1e3:+.1f} ms (median of rounds)")
+    print(f"  per-file calls, timed natively in this process: {file_ns:+.0f} ns a file "
+          f"(stat, open, close {opens_ns:+.0f} ns; two preads {2 * pread_ns:+.0f} ns) = {calls * 1e3:+.1f} ms")
+    print(f"  collects: {collects * 1e3:.1f} ms of CPU during the measurement; the collect at detach, "
+          f"after it, folds the rest of what it wrote: {at_detach * 1e3:.1f} ms more, not in the measured CPU")
+    print(f"  the rest: {(measured - calls - collects) * 1e3:+.1f} ms (new tf.data threads' first writes to "
+          f"each file's counters, caches the native loop keeps warm)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=3_000)
@@ -60,6 +124,16 @@ def main(argv=None) -> int:
     import tensorflow as tf
     import tfdarshan
     from tfdarshan.capture import _native
+    from tfdarshan.capture.recorder import RECORDER
+    collect_cpu = [0]                # thread CPU ns spent in collects, whichever thread made them
+
+    def timed_collect(fn=RECORDER.collect):
+        t = time.thread_time_ns()
+        try:
+            return fn()
+        finally:
+            collect_cpu[0] += time.thread_time_ns() - t
+    RECORDER.collect = timed_collect
 
     with tempfile.TemporaryDirectory(prefix="tfd-pipe-", dir=os.environ.get("TFD_BENCH_DIR")) as d:
         paths = make_files(pathlib.Path(d), args.files)
@@ -72,12 +146,15 @@ def main(argv=None) -> int:
             else:
                 tfdarshan.attach()
                 _native.set_trace(mode == "trace", 256 << 20)
+            k0 = collect_cpu[0]
             c0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
             for _ in range(args.passes):
                 total = sum(int(tf.reduce_sum(x)) for x in ds)
             c1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-            tfdarshan.detach()
-            return t1 - t0, (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime), total
+            k1 = collect_cpu[0]
+            tfdarshan.detach()              # its collect folds what the measurement wrote last
+            collects = ((k1 - k0) / 1e9, (collect_cpu[0] - k1) / 1e9)
+            return t1 - t0, (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime), total, collects
 
         rng = random.Random(1)
         rounds = []                 # per round: {mode: (wall s, CPU s)}
@@ -86,8 +163,8 @@ def main(argv=None) -> int:
             rng.shuffle(order)
             got = {}
             for mode in order:
-                wall, cpu, total = measured_pass(mode)
-                got[mode] = (wall, cpu)
+                wall, cpu, total, collects = measured_pass(mode)
+                got[mode] = (wall, cpu, collects)
             if r:                   # round 0 warms the page cache, tf.data and every mode
                 rounds.append(got)
         print(f"{args.files} files, {total / 2**20:.0f} MiB per pass, {args.passes} passes per measurement, "
@@ -109,6 +186,7 @@ def main(argv=None) -> int:
                       f"{'agree' if agree else 'DISAGREE'}")
         if not halves_agree:
             print("WARNING: the halves' CPU-time overheads disagree: too noisy a run to quote", file=sys.stderr)
+        where_it_goes(rounds, paths, args.files * args.passes)
 
         # stats() with 1,000 files active in the current step
         tfdarshan.attach()

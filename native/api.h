@@ -54,6 +54,8 @@ typedef struct tfd_live_totals {
     int64_t opens;
     int64_t io_ticks;                /* read + write + metadata time */
     int64_t files;                   /* records touched */
+    int64_t excluded_read;           /* bytes on excluded paths, which have no record */
+    int64_t excluded_written;
 } tfd_live_totals;
 
 /* attach/detach: 0 on success, 1 if already in that state, -1 on error */

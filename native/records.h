@@ -40,22 +40,25 @@
 
 /* ------------------------------------------------------------------ fields */
 
-/* Additive counters: a window's value is later minus earlier. */
+/* Additive counters: a window's value is later minus earlier. Ordered by
+ * who writes them (Python finds them by name): the shard's 48-byte header
+ * and the first ten share two cache lines, so a read of up to 1 MB touches
+ * only those two of its sums; then the rest of a read's, a write's, and
+ * the rest. The size buckets stay in Darshan's order, contiguous. */
 #define SUM_FIELDS(X)                                                          \
-    X(OPENS) X(FILENOS) X(DUPS) X(FDOPENS) X(READS) X(WRITES) X(SEEKS)          \
-    X(STATS) X(MMAPS) X(FSYNCS) X(FDSYNCS) X(FLUSHES) X(RENAME_SOURCES)         \
-    X(RENAME_TARGETS) X(BYTES_READ) X(BYTES_WRITTEN) X(CONSEC_READS)            \
-    X(CONSEC_WRITES) X(SEQ_READS) X(SEQ_WRITES) X(RW_SWITCHES)                  \
-    X(MEM_NOT_ALIGNED) X(FILE_NOT_ALIGNED)                                      \
+    X(READS) X(BYTES_READ) X(SEQ_READS) X(CONSEC_READS) X(T_READ)               \
     X(SIZE_READ_0_100) X(SIZE_READ_100_1K) X(SIZE_READ_1K_10K)                  \
     X(SIZE_READ_10K_100K) X(SIZE_READ_100K_1M) X(SIZE_READ_1M_4M)               \
     X(SIZE_READ_4M_10M) X(SIZE_READ_10M_100M) X(SIZE_READ_100M_1G)              \
-    X(SIZE_READ_1G_PLUS)                                                        \
+    X(SIZE_READ_1G_PLUS) X(ZERO_READS) X(MEM_NOT_ALIGNED) X(FILE_NOT_ALIGNED)   \
+    X(RW_SWITCHES)                                                              \
+    X(WRITES) X(BYTES_WRITTEN) X(SEQ_WRITES) X(CONSEC_WRITES) X(T_WRITE)        \
     X(SIZE_WRITE_0_100) X(SIZE_WRITE_100_1K) X(SIZE_WRITE_1K_10K)               \
     X(SIZE_WRITE_10K_100K) X(SIZE_WRITE_100K_1M) X(SIZE_WRITE_1M_4M)            \
     X(SIZE_WRITE_4M_10M) X(SIZE_WRITE_10M_100M) X(SIZE_WRITE_100M_1G)           \
     X(SIZE_WRITE_1G_PLUS)                                                       \
-    X(T_READ) X(T_WRITE) X(T_META) X(ZERO_READS)                              \
+    X(OPENS) X(FILENOS) X(DUPS) X(FDOPENS) X(SEEKS) X(STATS) X(MMAPS) X(FSYNCS) \
+    X(FDSYNCS) X(FLUSHES) X(RENAME_SOURCES) X(RENAME_TARGETS) X(T_META)          \
     KERNEL_IO_FIELDS(X)
 
 /* Not Darshan's: I/O its wrappers never see (records_kernel.c). Bytes a
@@ -96,6 +99,10 @@ enum { R_INDEX, R_MODULE, R_SUM0, R_IEXT0 = R_SUM0 + S_N,
        R_MODE = R_IEXT0 + E_N, R_RENAMED_FROM, R_MEM_ALIGNMENT, R_FILE_ALIGNMENT, R_WIDTH };
 
 
+/* the update protocol's rare cases: out of line, and out of the wrappers
+ * that inline the common case (wrappers.c flattens the data wrappers) */
+#define TFD_COLD __attribute__((noinline, cold))
+
 /* -------------------------------------------------------------- structures */
 
 #define DARSHAN_IO_READ 1
@@ -135,7 +142,7 @@ struct tfd_shard {
     /* by interval parity, as the records' iext below */
     tfd_shard *dirty_next[2];
     tfd_shard *next_in_thread;
-    int64_t sum[S_N];
+    int64_t sum[S_N];           /* starts at byte 48: see SUM_FIELDS */
     /* extremes of the interval being recorded and of the one before it,
      * by interval parity; the collector folds them into run totals */
     struct { int64_t epoch; int64_t v[E_N]; } iext[2];
@@ -181,6 +188,9 @@ struct tfd_thread {
     int state;                  /* THREAD_*: set by the thread's exit, the collector and a new thread */
     /* running totals for the cheap live pull (tfd_live) */
     int64_t tot_bytes_read, tot_bytes_written, tot_reads, tot_writes, tot_opens, tot_ticks;
+    /* bytes moved on excluded paths (imports, libraries, system files):
+     * not recorded per file, only counted, so coverage can tell them apart */
+    int64_t excl_read, excl_written;
     int creating;               /* inside record creation (holds create_lock) */
     tfd_shard ***dir;           /* record index -> this thread's shard */
     /* shards first written in an interval, by interval parity: the thread
@@ -189,6 +199,7 @@ struct tfd_thread {
     tfd_shard *shards;          /* all of this thread's shards */
     char *arena;                /* bump allocator for shards */
     size_t arena_left;
+    size_t arena_block;         /* size of the newest block */
     void *blocks;               /* the arena's blocks, freed when the thread is retired */
     /* trace: the writer appends to tail, the collector consumes from head */
     seg_chunk *trace_head, *trace_tail;
@@ -206,8 +217,6 @@ struct tfd_thread {
 };
 
 /* ----------------------------------------------------------- shared state (defined in records_shards.c) */
-extern char **include_prefixes TFD_HIDDEN, **exclude_prefixes TFD_HIDDEN, **exclude_suffixes TFD_HIDDEN;
-extern int n_include TFD_HIDDEN, n_exclude TFD_HIDDEN, n_exclude_suffixes TFD_HIDDEN;
 extern int initialized TFD_HIDDEN;
 extern pthread_mutex_t init_lock TFD_HIDDEN;
 extern pthread_mutex_t create_lock TFD_HIDDEN;
@@ -233,12 +242,12 @@ extern uint64_t heat_origin TFD_HIDDEN;
 extern int trace_on TFD_HIDDEN;
 extern int64_t trace_cap TFD_HIDDEN;
 extern int64_t trace_budget TFD_HIDDEN;
-/* fd -> POSIX record; fd -> (stream, STDIO record). Two levels, 4096 each. */
-#define FD_CHUNK 4096
-#define FD_TOP 256              /* fds up to 1,048,575 are tracked */
-extern tfd_rec **fd_posix[FD_TOP] TFD_HIDDEN;
+/* fd -> POSIX record (shim.h); fd -> (stream, STDIO record). */
 typedef struct stream_slot { FILE *stream; tfd_rec *rec; } stream_slot;
 extern stream_slot *fd_stdio[FD_TOP] TFD_HIDDEN;
+/* What a descriptor or stream of an excluded path maps to (not NULL, which
+ * is "not a file we know"): its bytes go to the thread's excl_* counts. */
+#define EXCLUDED (&tfd_excluded)          /* declared in shim.h */
 
 /* ----------------------------------------------------------------- helpers */
 #define RELAXED_LOAD(p) __atomic_load_n(&(p), __ATOMIC_RELAXED)
@@ -252,27 +261,30 @@ typedef struct update { tfd_thread *t; tfd_shard *s; tfd_rec *r; int64_t *iext; 
 
 /* --------------------------------------------------- across the records_*.c files */
 void *alloc_zeroed(size_t n) TFD_HIDDEN;
-char **copy_strings(const char *const *src, int n) TFD_HIDDEN;
-void enter_interval(tfd_shard *s, int64_t e) TFD_HIDDEN;
-void free_strings(char **v, int n) TFD_HIDDEN;
-void heat_add_slow(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void enter_interval(tfd_shard *s, int64_t e) TFD_HIDDEN TFD_COLD;
+int set_rules(const tfd_config *c) TFD_HIDDEN;
+void forget_paths(void) TFD_HIDDEN;
+void heat_add_slow(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN TFD_COLD;
 int membarrier_register(void) TFD_HIDDEN;
-tfd_shard *new_shard(tfd_thread *t, tfd_rec *r) TFD_HIDDEN;
-tfd_thread *thread_self(void) TFD_HIDDEN;
+tfd_shard *new_shard(tfd_thread *t, tfd_rec *r) TFD_HIDDEN TFD_COLD;
+tfd_thread *thread_self(void) TFD_HIDDEN TFD_COLD;
 void retire_thread(tfd_thread *t) TFD_HIDDEN;
 typedef struct growbuf { int64_t *p; int64_t n, cap; } growbuf;
 int grow_push(growbuf *b, const int64_t *v, int64_t k) TFD_HIDDEN;
 int fold_dirty_shards(int64_t closed, growbuf *rows, growbuf *vals, int64_t *n_shards) TFD_HIDDEN;
-void track_value_slow(tfd_thread *t, values *vs, int64_t v) TFD_HIDDEN;
+void track_value_slow(tfd_thread *t, values *vs, int64_t v) TFD_HIDDEN TFD_COLD;
 tfd_rec *new_record(uint64_t id, int module, const char *path) TFD_HIDDEN;
 tfd_rec **posix_slot(int fd, int create) TFD_HIDDEN;
 tfd_rec *record_for_clean(const char *clean, int module) TFD_HIDDEN;
 tfd_rec *record_for_path(int dirfd, const char *path, int module) TFD_HIDDEN;
+int clean_path_at(int dirfd, const char *path, char *out, size_t out_len) TFD_HIDDEN;
+tfd_rec *resolve_path(int dirfd, const char *path, int module) TFD_HIDDEN;
+tfd_rec *stdio_rec_any(FILE *stream) TFD_HIDDEN;
 void stdio_map(FILE *stream, tfd_rec *r) TFD_HIDDEN;
 tfd_rec *stdio_rec(FILE *stream) TFD_HIDDEN;
 stream_slot *stdio_slot(int fd, int create) TFD_HIDDEN;
 tfd_rec *table_find(uint64_t id, int module) TFD_HIDDEN;
-void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t1, uint64_t t2) TFD_HIDDEN __attribute__((noinline));
 void tfd_mapped_prepare_fork(void) TFD_HIDDEN;
 void tfd_mapped_parent_fork(void) TFD_HIDDEN;
 void tfd_mapped_after_fork(tfd_rec **remap) TFD_HIDDEN;
@@ -281,9 +293,11 @@ void stdio_open_record(tfd_rec *r, FILE *stream, int reset, int fdopen_counter, 
 /* ------------------------------------------------------------- the hot path, inlined */
 static inline tfd_shard *shard_for(tfd_thread *t, tfd_rec *r)
 {
-    tfd_shard **chunk = t->dir[r->index / DIR_CHUNK];
-    if (TFD_LIKELY(chunk && chunk[r->index % DIR_CHUNK]))
-        return chunk[r->index % DIR_CHUNK];
+    uint64_t i = (uint64_t)r->index;        /* never negative: shifts, not signed division */
+    tfd_shard **chunk = t->dir[i / DIR_CHUNK];
+    tfd_shard *s;
+    if (TFD_LIKELY(chunk && (s = chunk[i % DIR_CHUNK])))
+        return s;
     return new_shard(t, r);
 }
 
@@ -345,8 +359,8 @@ static inline void heat_add(tfd_thread *t, int kind, int64_t bytes, uint64_t t1,
 {
     if (bytes == 0)
         return;
-    if (TFD_LIKELY(t1 >= t->heat_lo && t2 < t->heat_hi))
-        t->heat[t->heat_bin % HEAT_RING][kind] += bytes;
+    if (TFD_LIKELY(t1 >= t->heat_lo && t2 < t->heat_hi))   /* then heat_bin >= 0 */
+        t->heat[(uint64_t)t->heat_bin % HEAT_RING][kind] += bytes;
     else
         heat_add_slow(t, kind, bytes, t1, t2);
 }
@@ -362,15 +376,16 @@ static inline void timer_no_overlap(update *u, int f, int64_t t1, int64_t t2, in
         RELAXED_STORE(*last, t2);
 }
 
-/* DARSHAN_BUCKET_INC */
+/* DARSHAN_BUCKET_INC. Its limits (101, 1025, ... 1G + 1) lie in different
+ * binary orders of magnitude, so a size's bucket is the number of limits
+ * of lower orders plus one if it reaches the limit of its own order
+ * (records_shards.c fills the two tables from the limits). */
+extern uint8_t size_buckets_below[64] TFD_HIDDEN;
+extern int64_t size_limit_of_order[64] TFD_HIDDEN;
 static inline int size_bucket(int64_t v)
 {
-    static const int64_t limits[9] = {101, 1025, 10241, 102401, 1048577, 4194305,
-                                      10485761, 104857601, 1073741825};
-    int i = 0;
-    while (i < 9 && v >= limits[i])
-        i++;
-    return i;
+    int order = 64 - __builtin_clzll((uint64_t)v | 1);     /* v >= 0: 1..63 */
+    return size_buckets_below[order] + (v >= size_limit_of_order[order]);
 }
 
 static inline __attribute__((always_inline)) void track_value(tfd_thread *t, values *vs, int64_t v)
@@ -390,20 +405,56 @@ static inline uint64_t table_hash(uint64_t id, int module)
     return h ^ (h >> 32);
 }
 
+/* A stream's descriptor, from glibc's public struct _IO_FILE. Not
+ * fileno_unlocked(): it sets errno to EBADF for a memory stream (fmemopen,
+ * open_memstream), and the data wrappers leave errno alone. */
+static inline int stream_fd(FILE *stream)
+{
+#ifdef __GLIBC__
+    return stream->_fileno;
+#else
+    int saved = errno, fd = fileno_unlocked(stream);
+    errno = saved;
+    return fd;
+#endif
+}
+
+/* fd -> its record, EXCLUDED or NULL */
+static inline __attribute__((always_inline)) tfd_rec *posix_rec_any(int fd)
+{
+    return tfd_posix_record(fd);
+}
+
+/* fd -> its record, or NULL (an excluded path has none) */
 static inline __attribute__((always_inline)) tfd_rec *posix_rec(int fd)
 {
-    tfd_rec **slot = posix_slot(fd, 0);
-    return slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+    tfd_rec *r = posix_rec_any(fd);
+    return r == EXCLUDED ? NULL : r;
+}
+
+/* Bytes on an excluded path: counted by the thread, outside any update. */
+static inline void count_excluded(int is_write, int64_t bytes)
+{
+    tfd_thread *t = self;
+    if (TFD_UNLIKELY(!t) && !(t = thread_self()))
+        return;
+    if ((t->seq & 1) | t->suppressed)
+        return;
+    if (is_write)
+        RELAXED_STORE(t->excl_written, t->excl_written + bytes);
+    else
+        RELAXED_STORE(t->excl_read, t->excl_read + bytes);
 }
 
 /* POSIX_RECORD_READ / POSIX_RECORD_WRITE in one body */
 /* inlined twice, so reads and writes each get a branch-free copy */
 static inline __attribute__((always_inline)) void
-posix_data(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2, const int is_write)
+posix_data(tfd_rec *r, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2, const int is_write)
 {
-    tfd_rec *r = posix_rec(fd);
-    if (!r)
+    if (TFD_UNLIKELY(r == EXCLUDED)) {
+        count_excluded(is_write, ret);
         return;
+    }
     update u;
     if (!begin(&u, r))
         return;
@@ -413,8 +464,10 @@ posix_data(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1
     int64_t last = RELAXED_LOAD(*last_byte);
     int64_t stride;
 
-    if (TFD_UNLIKELY(trace_on))
-        trace_append(&u, is_write, this_off, ret, t1, t2);
+    if (TFD_UNLIKELY(trace_on)) {
+        update copy = u;        /* u itself never has its address taken: it stays in registers */
+        trace_append(&copy, is_write, this_off, ret, t1, t2);
+    }
     if (this_off > last)
         sum[is_write ? S_SEQ_WRITES : S_SEQ_READS]++;
     if (this_off == last + 1)

@@ -28,16 +28,12 @@ int tfd_records_init(const tfd_config *c, char *err, size_t err_len)
     pthread_mutex_lock(&init_lock);
     /* filters may change at every attach */
     pthread_mutex_lock(&create_lock);
-    free_strings(include_prefixes, n_include);
-    free_strings(exclude_prefixes, n_exclude);
-    free_strings(exclude_suffixes, n_exclude_suffixes);
-    include_prefixes = copy_strings(c->include_prefixes, c->n_include);
-    exclude_prefixes = copy_strings(c->exclude_prefixes, c->n_exclude);
-    exclude_suffixes = copy_strings(c->exclude_suffixes, c->n_exclude_suffixes);
-    n_include = include_prefixes ? c->n_include : 0;
-    n_exclude = exclude_prefixes ? c->n_exclude : 0;
-    n_exclude_suffixes = exclude_suffixes ? c->n_exclude_suffixes : 0;
+    rc = set_rules(c);
     pthread_mutex_unlock(&create_lock);
+    if (rc != 0) {
+        snprintf(err, err_len, "cannot allocate the include/exclude rules");
+        goto out;
+    }
     if (c->trace && !trace_on) {
         trace_cap = c->trace_cap_bytes;
         __atomic_store_n(&trace_budget, trace_cap, __ATOMIC_RELAXED);
@@ -134,10 +130,10 @@ void tfd_records_sync_open_fds(void)
         char clean[2 * PATH_MAX];
         if (tfd_clean_path(target, clean, sizeof(clean)) != 0)
             continue;
-        tfd_rec *r = record_for_clean(clean, TFD_MODULE_POSIX);
+        tfd_rec *r = tfd_path_excluded(clean) ? EXCLUDED : record_for_clean(clean, TFD_MODULE_POSIX);
         if (!r)
             continue;
-        off_t pos = lseek((int)fd, 0, SEEK_CUR);
+        off_t pos = r == EXCLUDED ? -1 : lseek((int)fd, 0, SEEK_CUR);
         if (pos >= 0)
             RELAXED_STORE(r->offset, (int64_t)pos);
         tfd_rec *none = NULL;
@@ -156,6 +152,7 @@ static void reset_after_fork(void)
     tfd_patch_atfork_child();
     if (!initialized)
         return;
+    forget_paths();     /* the cached paths point at the parent's records */
     tfd_rec **old_table = rec_table;
     uint64_t old_mask = rec_table_mask;
     tfd_rec ***old_by_index = rec_by_index;
@@ -195,12 +192,12 @@ static void reset_after_fork(void)
     for (int hi = 0; hi < FD_TOP; hi++) {
         for (int lo = 0; fd_posix[hi] && lo < FD_CHUNK; lo++) {
             tfd_rec *o = fd_posix[hi][lo];
-            if (o)
+            if (o && o != EXCLUDED)
                 fd_posix[hi][lo] = map ? map[o->index] : NULL;
         }
         for (int lo = 0; fd_stdio[hi] && lo < FD_CHUNK; lo++) {
             tfd_rec *o = fd_stdio[hi][lo].rec;
-            if (o)
+            if (o && o != EXCLUDED)
                 fd_stdio[hi][lo].rec = map ? map[o->index] : NULL;
         }
     }
@@ -391,8 +388,11 @@ int tfd_live(tfd_live_totals *out)
         out->writes += RELAXED_LOAD(t->tot_writes);
         out->opens += RELAXED_LOAD(t->tot_opens);
         out->io_ticks += RELAXED_LOAD(t->tot_ticks);
+        out->excluded_read += RELAXED_LOAD(t->excl_read);
+        out->excluded_written += RELAXED_LOAD(t->excl_written);
     }
     out->files = __atomic_load_n(&n_records, __ATOMIC_ACQUIRE);
+    out->excluded_read += __atomic_load_n(&tfd_maps_bytes, __ATOMIC_RELAXED);
     return 0;
 }
 

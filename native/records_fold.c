@@ -48,24 +48,58 @@ static void copy_shard(tfd_shard *s, int64_t closed, shard_copy *c)
     }
 }
 
+static inline void take_max(int64_t *dst, int64_t v)
+{
+    if (v > *dst) *dst = v;
+}
+
+static inline void take_first(int64_t *dst, int64_t v)
+{
+    if (v && (!*dst || v < *dst)) *dst = v;
+}
+
+/* maxima and last times take the larger, first times the earlier non-zero,
+ * and the slowest call's size follows its time */
 static void merge_ext(int64_t *dst, const int64_t *src)
 {
-    static const char kind[E_N] = {
-        /* M=max, T=max time with its size, F=first, L=last */
-        'M', 'M', 'T', 0, 'T', 0, 'F', 'L', 'F', 'L', 'F', 'L', 'F', 'L'};
-    for (int f = 0; f < E_N; f++) {
-        switch (kind[f]) {
-        case 'M':
-        case 'L':
-            if (src[f] > dst[f]) dst[f] = src[f];
-            break;
-        case 'T':
-            if (src[f] > dst[f]) { dst[f] = src[f]; dst[f + 1] = src[f + 1]; }
-            break;
-        case 'F':
-            if (src[f] && (!dst[f] || src[f] < dst[f])) dst[f] = src[f];
-            break;
-        }
+    take_max(&dst[E_MAX_BYTE_READ], src[E_MAX_BYTE_READ]);
+    take_max(&dst[E_MAX_BYTE_WRITTEN], src[E_MAX_BYTE_WRITTEN]);
+    if (src[E_MAX_READ_TIME] > dst[E_MAX_READ_TIME]) {
+        dst[E_MAX_READ_TIME] = src[E_MAX_READ_TIME];
+        dst[E_MAX_READ_TIME_SIZE] = src[E_MAX_READ_TIME_SIZE];
+    }
+    if (src[E_MAX_WRITE_TIME] > dst[E_MAX_WRITE_TIME]) {
+        dst[E_MAX_WRITE_TIME] = src[E_MAX_WRITE_TIME];
+        dst[E_MAX_WRITE_TIME_SIZE] = src[E_MAX_WRITE_TIME_SIZE];
+    }
+    take_first(&dst[E_OPEN_START], src[E_OPEN_START]);
+    take_max(&dst[E_OPEN_END], src[E_OPEN_END]);
+    take_first(&dst[E_READ_START], src[E_READ_START]);
+    take_max(&dst[E_READ_END], src[E_READ_END]);
+    take_first(&dst[E_WRITE_START], src[E_WRITE_START]);
+    take_max(&dst[E_WRITE_END], src[E_WRITE_END]);
+    take_first(&dst[E_CLOSE_START], src[E_CLOSE_START]);
+    take_max(&dst[E_CLOSE_END], src[E_CLOSE_END]);
+}
+
+/* total += now - seen; seen = now, two sums at a time (SSE2, NEON): this
+ * loop was half of a fold */
+typedef int64_t sum_pair __attribute__((vector_size(16)));
+static inline void fold_sums(int64_t *total, int64_t *seen, const int64_t *now)
+{
+    int f = 0;
+    for (; f + 2 <= S_N; f += 2) {
+        sum_pair t, w, n;
+        memcpy(&t, total + f, sizeof(t));
+        memcpy(&w, seen + f, sizeof(w));
+        memcpy(&n, now + f, sizeof(n));
+        t += n - w;
+        memcpy(total + f, &t, sizeof(t));
+        memcpy(seen + f, &n, sizeof(n));
+    }
+    for (; f < S_N; f++) {
+        total[f] += now[f] - seen[f];
+        seen[f] = now[f];
     }
 }
 
@@ -175,10 +209,7 @@ static int fold_shard(tfd_shard *s, int64_t closed, tfd_rec **touched)
         a->next_touched = *touched;
         *touched = r;
     }
-    for (int f = 0; f < S_N; f++) {
-        a->sum[f] += c.sum[f] - seen->sum[f];
-        seen->sum[f] = c.sum[f];
-    }
+    fold_sums(a->sum, seen->sum, c.sum);
     if (c.has_iext)
         merge_ext(a->iext, c.iext);
     if (fold_values(&a->access, c.access_val, c.access_cnt, c.n_access, seen, 0) ||

@@ -43,9 +43,21 @@ static int begin_sampled(update *u, tfd_rec *r)
 void tfd_kernel_copy(int fd_in, int fd_out, int64_t bytes, int mechanism, uint64_t t1, uint64_t t2)
 {
     static const int field[3] = {S_KC_CFR_BYTES, S_KC_SENDFILE_BYTES, S_KC_SPLICE_BYTES};
-    tfd_rec *src = posix_rec(fd_in), *dst = posix_rec(fd_out);
+    tfd_rec *src = posix_rec_any(fd_in), *dst = posix_rec_any(fd_out);
     int64_t d = (int64_t)(t2 - t1);
     update u;
+    /* an excluded end is counted in the excluded bucket, as the kernel counts
+     * copy_file_range and sendfile in rchar/wchar (splice in neither) */
+    if (src == EXCLUDED) {
+        if (mechanism != TFD_KC_SPLICE)
+            count_excluded(0, bytes);
+        src = NULL;
+    }
+    if (dst == EXCLUDED) {
+        if (mechanism != TFD_KC_SPLICE)
+            count_excluded(1, bytes);
+        dst = NULL;
+    }
     if (src && begin(&u, src)) {
         u.s->sum[S_KC_BYTES_READ] += bytes;
         u.s->sum[S_T_KC_READ] += d;

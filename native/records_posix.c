@@ -34,12 +34,12 @@ void tfd_posix_open(int fd, int dirfd, const char *path, int64_t mode, uint64_t 
 {
     if (fd < 0)
         return;
-    tfd_rec *r = record_for_path(dirfd, path, TFD_MODULE_POSIX);
-    if (!r) {
+    tfd_rec *r = resolve_path(dirfd, path, TFD_MODULE_POSIX);
+    if (!r || r == EXCLUDED) {
         /* an fd we do not track must not keep a stale mapping */
-        tfd_rec **slot = posix_slot(fd, 0);
+        tfd_rec **slot = posix_slot(fd, r == EXCLUDED);
         if (slot)
-            __atomic_store_n(slot, NULL, __ATOMIC_RELEASE);
+            __atomic_store_n(slot, r, __ATOMIC_RELEASE);
         return;
     }
     posix_open_record(r, fd, mode, 1, -1, t1, t2);
@@ -47,11 +47,11 @@ void tfd_posix_open(int fd, int dirfd, const char *path, int64_t mode, uint64_t 
 
 void tfd_posix_refopen(int oldfd, int newfd, int is_dup, uint64_t t1, uint64_t t2)
 {
-    tfd_rec *r = posix_rec(oldfd);
-    if (!r) {
-        tfd_rec **slot = posix_slot(newfd, 0);
+    tfd_rec *r = posix_rec_any(oldfd);
+    if (!r || r == EXCLUDED) {
+        tfd_rec **slot = posix_slot(newfd, r == EXCLUDED);
         if (slot)
-            __atomic_store_n(slot, NULL, __ATOMIC_RELEASE);
+            __atomic_store_n(slot, r, __ATOMIC_RELEASE);
         return;
     }
     posix_open_record(r, newfd, 0, 0, is_dup ? S_DUPS : S_FILENOS, t1, t2);
@@ -108,12 +108,27 @@ void trace_append(update *u, int op, int64_t off, int64_t len, uint64_t t1, uint
 
 void tfd_posix_read(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2)
 {
-    posix_data(fd, ret, pflag, off, aligned, t1, t2, 0);
+    tfd_rec *r = posix_rec_any(fd);
+    if (r)
+        posix_data(r, ret, pflag, off, aligned, t1, t2, 0);
 }
 
 void tfd_posix_write(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2)
 {
-    posix_data(fd, ret, pflag, off, aligned, t1, t2, 1);
+    tfd_rec *r = posix_rec_any(fd);
+    if (r)
+        posix_data(r, ret, pflag, off, aligned, t1, t2, 1);
+}
+
+/* the data wrappers' entry: the record they looked up before the call */
+void tfd_posix_read_rec(tfd_rec *r, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2)
+{
+    posix_data(r, ret, flags & TFD_AT_OFFSET, off, flags & TFD_MEM_ALIGNED, t1, t2, 0);
+}
+
+void tfd_posix_write_rec(tfd_rec *r, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2)
+{
+    posix_data(r, ret, flags & TFD_AT_OFFSET, off, flags & TFD_MEM_ALIGNED, t1, t2, 1);
 }
 
 void tfd_posix_seek(int fd, int64_t newoff, uint64_t t1, uint64_t t2)
@@ -182,7 +197,7 @@ void *tfd_posix_close_begin(int fd)
 void tfd_posix_close_end(void *token, uint64_t t1, uint64_t t2)
 {
     tfd_rec *r = token;
-    if (!r)
+    if (!r || r == EXCLUDED)
         return;
     update u;
     if (!begin(&u, r))

@@ -2,9 +2,9 @@
  * (intervals, dirty lists, heatmap bins, value tracking). */
 #include "records.h"
 
+#include <stddef.h>
+
 /* ----------------------------------------------------------------- state */
-char **include_prefixes, **exclude_prefixes, **exclude_suffixes;
-int n_include, n_exclude, n_exclude_suffixes;
 volatile int tfd_attached;
 int initialized;
 pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -45,21 +45,6 @@ void *alloc_zeroed(size_t n)
         return p == MAP_FAILED ? NULL : p;
     }
     return calloc(1, n);
-}
-
-char **copy_strings(const char *const *src, int n)
-{
-    char **dst = calloc((size_t)n + 1, sizeof(char *));
-    for (int i = 0; dst && i < n; i++)
-        dst[i] = strdup(src[i]);
-    return dst;
-}
-
-void free_strings(char **v, int n)
-{
-    for (int i = 0; v && i < n; i++)
-        free(v[i]);
-    free(v);
 }
 
 int membarrier_register(void)
@@ -121,8 +106,12 @@ tfd_thread *thread_self(void)
         return t;
     }
     t = aligned_alloc(64, (sizeof(*t) + 63) & ~(size_t)63);   /* seq is written per call */
-    if (t)
-        memset(t, 0, sizeof(*t));
+    /* the heatmap ring (64 KiB) is not zeroed: a slot is cleared as the
+     * thread's newest bin reaches it, before anyone reads it */
+    if (t) {
+        memset(t, 0, offsetof(tfd_thread, heat));
+        t->next = NULL;
+    }
     errno = saved;
     if (!t)
         return NULL;
@@ -168,6 +157,7 @@ void retire_thread(tfd_thread *t)
     t->blocks = NULL;
     t->arena = NULL;
     t->arena_left = 0;
+    t->arena_block = 0;
     t->dirty[0] = t->dirty[1] = NULL;
     t->trace_head = t->trace_tail = NULL;
     t->trace_read = 0;
@@ -198,12 +188,23 @@ int tfd_suppress(int on)
     return before;
 }
 
+/* A thread's blocks double from 16 KiB to 256 KiB: tf.data's threads are
+ * short-lived and touch tens of files each, and every block is zeroed. */
+#define ARENA_FIRST (16u << 10)
+#define ARENA_MAX (256u << 10)
+
+static void *(*volatile zero_fill)(void *, int, size_t) = memset;
+
 static void *arena_alloc(tfd_thread *t, size_t n)
 {
     n = (n + 63) & ~(size_t)63;
     if (t->arena_left < n) {
         /* a block starts with the link to the thread's previous block */
-        size_t block = n + 64 > (256u << 10) ? n + 64 : (256u << 10);
+        size_t want = t->arena_block ? t->arena_block * 2 : ARENA_FIRST;
+        if (want > ARENA_MAX)
+            want = ARENA_MAX;
+        t->arena_block = want;
+        size_t block = n + 64 > want ? n + 64 : want;
         int saved = errno;
         char *p = malloc(block);
         errno = saved;
@@ -211,8 +212,10 @@ static void *arena_alloc(tfd_thread *t, size_t n)
             return NULL;
         /* zeroed by writing, all at once: the collector writes its part of a
          * shard (seen) that may lie on a page the thread has not touched, and
-         * a fault there would first map the zero page, then flush the TLB */
-        memset(p, 0, block);
+         * a fault there would first map the zero page, then flush the TLB.
+         * Through a volatile pointer: GCC turns malloc + memset into calloc,
+         * which skips memory it knows is fresh and leaves it untouched. */
+        zero_fill(p, 0, block);
         *(void **)p = t->blocks;
         t->blocks = p;
         t->arena = p + 64;
@@ -253,6 +256,23 @@ tfd_shard *new_shard(tfd_thread *t, tfd_rec *r)
 
 /* ------------------------------------------------------- update protocol */
 
+uint8_t size_buckets_below[64];
+int64_t size_limit_of_order[64];
+
+__attribute__((constructor)) static void fill_size_buckets(void)
+{
+    static const int64_t limits[9] = {101, 1025, 10241, 102401, 1048577, 4194305,
+                                      10485761, 104857601, 1073741825};
+    for (int order = 0; order < 64; order++)
+        size_limit_of_order[order] = INT64_MAX;
+    for (int i = 0; i < 9; i++) {
+        int order = 64 - __builtin_clzll((uint64_t)limits[i]);
+        size_limit_of_order[order] = limits[i];
+        for (int o = order + 1; o < 64; o++)
+            size_buckets_below[o]++;
+    }
+}
+
 
 /* First update of a shard in an interval: start its extremes afresh and put
  * it on its thread's dirty list for the interval (once per interval). */
@@ -282,7 +302,8 @@ static int heat_advance(tfd_thread *t, int64_t b)
     int64_t oldest = RELAXED_LOAD(t->heat_next);
     if (t->heat_bin >= 0 && b - oldest >= HEAT_RING)
         return 0;
-    int64_t from = t->heat_bin < 0 || b - t->heat_bin > HEAT_RING ? b - HEAT_RING + 1 : t->heat_bin + 1;
+    /* a fresh ring is read from bin b on: only that slot needs clearing */
+    int64_t from = t->heat_bin < 0 ? b : b - t->heat_bin > HEAT_RING ? b - HEAT_RING + 1 : t->heat_bin + 1;
     if (from < 0)
         from = 0;
     for (int64_t i = from; i <= b; i++)

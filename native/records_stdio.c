@@ -27,9 +27,13 @@ void tfd_stdio_open(FILE *stream, const char *path, uint64_t t1, uint64_t t2)
 {
     if (!stream)
         return;
-    tfd_rec *r = record_for_path(AT_FDCWD, path, TFD_MODULE_STDIO);
+    tfd_rec *r = resolve_path(AT_FDCWD, path, TFD_MODULE_STDIO);
+    if (r == EXCLUDED) {
+        stdio_map(stream, EXCLUDED);
+        return;
+    }
     if (!r) {
-        stream_slot *s = stdio_slot(fileno_unlocked(stream), 0);
+        stream_slot *s = stdio_slot(stream_fd(stream), 0);
         if (s)
             __atomic_store_n(&s->stream, NULL, __ATOMIC_RELEASE);
         return;
@@ -39,9 +43,13 @@ void tfd_stdio_open(FILE *stream, const char *path, uint64_t t1, uint64_t t2)
 
 void tfd_stdio_fdopen(FILE *stream, int fd, uint64_t t1, uint64_t t2)
 {
-    tfd_rec *p = posix_rec(fd);
+    tfd_rec *p = posix_rec_any(fd);
     if (!stream || !p)
         return;
+    if (p == EXCLUDED) {
+        stdio_map(stream, EXCLUDED);
+        return;
+    }
     tfd_rec *r = record_for_clean(p->path, TFD_MODULE_STDIO);
     if (r)
         stdio_open_record(r, stream, 0, 1, t1, t2);
@@ -49,8 +57,12 @@ void tfd_stdio_fdopen(FILE *stream, int fd, uint64_t t1, uint64_t t2)
 
 void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2)
 {
-    tfd_rec *r = stdio_rec(stream);
+    tfd_rec *r = stdio_rec_any(stream);
     update u;
+    if (r == EXCLUDED) {
+        count_excluded(0, bytes);
+        return;
+    }
     if (!r || !begin(&u, r))
         return;
     int64_t off = RELAXED_LOAD(r->offset);
@@ -70,8 +82,12 @@ void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2)
 
 void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uint64_t t2)
 {
-    tfd_rec *r = stdio_rec(stream);
+    tfd_rec *r = stdio_rec_any(stream);
     update u;
+    if (r == EXCLUDED) {
+        count_excluded(1, bytes);
+        return;
+    }
     if (!r || !begin(&u, r))
         return;
     int64_t off = RELAXED_LOAD(r->offset);
@@ -105,7 +121,7 @@ void tfd_stdio_seek(FILE *stream, int64_t newoff, uint64_t t1, uint64_t t2)
  * fclose, which frees both for reuse by other threads. */
 void *tfd_stdio_close_begin(FILE *stream)
 {
-    int fd = stream ? fileno_unlocked(stream) : -1;
+    int fd = stream ? stream_fd(stream) : -1;
     tfd_rec *r = stdio_rec(stream);
     stream_slot *s = stdio_slot(fd, 0);
     if (s)

@@ -76,6 +76,7 @@ void tfd_patch_atfork_child(void) TFD_HIDDEN;
 
 /* ---- maps.c: memory protection for the patcher */
 void tfd_maps_load(void) TFD_HIDDEN;                 /* read /proc/self/maps */
+extern int64_t tfd_maps_bytes TFD_HIDDEN;            /* bytes it has read so far */
 int tfd_maps_prot(uintptr_t addr) TFD_HIDDEN;        /* PROT_* of addr, -1 if unmapped */
 int tfd_maps_write(void **slot, void *value) TFD_HIDDEN;
 
@@ -90,6 +91,29 @@ void tfd_posix_refopen(int oldfd, int newfd, int is_dup, uint64_t t1, uint64_t t
 void tfd_posix_fileno(FILE *stream, int fd, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_posix_read(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_posix_write(int fd, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+/* The data wrappers look the descriptor's record up before the call: an
+ * untracked descriptor's calls are then not timed at all, and a tracked
+ * one's are counted against the file the call was made on. Six arguments,
+ * all in registers. */
+typedef struct tfd_rec tfd_rec;
+/* what a descriptor or stream of an excluded path maps to (records.h) */
+extern tfd_rec tfd_excluded TFD_HIDDEN;
+#define TFD_AT_OFFSET 1         /* pread/pwrite: the offset is explicit */
+#define TFD_MEM_ALIGNED 2       /* the buffer is 8-byte aligned */
+#define TFD_DATA_FLAGS(pflag, aligned) (((pflag) ? TFD_AT_OFFSET : 0) | ((aligned) ? TFD_MEM_ALIGNED : 0))
+/* fd -> POSIX record, two levels of 4096 (records_table.c fills it) */
+#define FD_CHUNK 4096
+#define FD_TOP 256              /* fds up to 1,048,575 are tracked */
+extern tfd_rec **fd_posix[FD_TOP] TFD_HIDDEN;
+static inline tfd_rec *tfd_posix_record(int fd)
+{
+    if ((unsigned)fd >= FD_TOP * FD_CHUNK)
+        return NULL;
+    tfd_rec **chunk = __atomic_load_n(&fd_posix[(unsigned)fd / FD_CHUNK], __ATOMIC_ACQUIRE);
+    return chunk ? __atomic_load_n(&chunk[(unsigned)fd % FD_CHUNK], __ATOMIC_ACQUIRE) : NULL;
+}
+void tfd_posix_read_rec(tfd_rec *r, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_write_rec(tfd_rec *r, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_posix_seek(int fd, int64_t newoff, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_posix_stat_path(int dirfd, const char *path, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_posix_stat_fd(int fd, uint64_t t1, uint64_t t2) TFD_HIDDEN;

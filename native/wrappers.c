@@ -23,6 +23,9 @@ tfd_hook tfd_hooks[] = {
 };
 const int tfd_n_hooks = sizeof(tfd_hooks) / sizeof(tfd_hooks[0]);
 
+/* the recording inlined into the data wrappers (its rare cases stay out of
+ * line, records.h): one call, one prologue */
+#define FLAT __attribute__((flatten))
 #define ALIGNED(p) (((uintptr_t)(p) % 8) == 0)
 
 static int iov_aligned(const struct iovec *iov, int n)
@@ -115,12 +118,11 @@ OPEN_FIXED(mkostemps, (char *tmpl, int suffixlen, int flags), (tmpl, suffixlen, 
 
 int tfd_w_close(int fd)
 {
-    if (IDLE())
+    void *token;                /* none or excluded: nothing to time */
+    if (IDLE() || !(token = tfd_posix_close_begin(fd)) || token == (void *)&tfd_excluded)
         return tfd_real_close(fd);
-    void *token = tfd_posix_close_begin(fd);
     TIMED(tfd_real_close(fd));
-    if (token)
-        KEEP_ERRNO(tfd_posix_close_end(token, t1, t2));
+    HOT(tfd_posix_close_end(token, t1, t2));
     return r;
 }
 
@@ -170,15 +172,23 @@ int tfd_w_fileno(FILE *stream)
 
 /* ------------------------------------------------------------------- data */
 
-/* POSIX_RECORD_READ/WRITE for one call: pflag says the offset is explicit */
+/* POSIX_RECORD_READ/WRITE for one call: pflag says the offset is explicit.
+ * A descriptor with no record (socket, pipe, excluded file) goes untimed. */
 #define DATA_WRAPPER(kind, name, params, args, fd, pflag, offset, aligned)    \
-    ssize_t tfd_w_##name params                                              \
+    FLAT ssize_t tfd_w_##name params                                         \
     {                                                                        \
-        if (IDLE())                                                          \
+        tfd_rec *rec;                                                        \
+        if (IDLE() || !(rec = tfd_posix_record(fd)))                         \
             return tfd_real_##name args;                                     \
+        if (TFD_UNLIKELY(rec == &tfd_excluded)) {  /* its bytes, untimed */  \
+            ssize_t r = tfd_real_##name args;                                \
+            if (r > 0)                                                       \
+                HOT(tfd_posix_##kind##_rec(rec, r, 0, 0, 0, 0));             \
+            return r;                                                        \
+        }                                                                    \
         TIMED(tfd_real_##name args);                                         \
         if (r >= 0)                                                          \
-            HOT(tfd_posix_##kind(fd, r, pflag, offset, aligned, t1, t2)); \
+            HOT(tfd_posix_##kind##_rec(rec, r, (pflag) ? (offset) : 0, TFD_DATA_FLAGS(pflag, aligned), t1, t2)); \
         return r;                                                            \
     }
 
@@ -350,15 +360,15 @@ FILE *tfd_w_fdopen(int fd, const char *mode)
 
 int tfd_w_fclose(FILE *stream)
 {
-    if (IDLE())
+    void *token;
+    if (IDLE() || !(token = tfd_stdio_close_begin(stream)))
         return tfd_real_fclose(stream);
-    void *token = tfd_stdio_close_begin(stream);
     TIMED(tfd_real_fclose(stream));
-    KEEP_ERRNO(tfd_stdio_close_end(token, t1, t2));
+    HOT(tfd_stdio_close_end(token, t1, t2));
     return r;
 }
 
-size_t tfd_w_fread(void *ptr, size_t size, size_t nmemb, FILE *stream)
+FLAT size_t tfd_w_fread(void *ptr, size_t size, size_t nmemb, FILE *stream)
 {
     if (IDLE())
         return tfd_real_fread(ptr, size, nmemb, stream);
@@ -368,7 +378,7 @@ size_t tfd_w_fread(void *ptr, size_t size, size_t nmemb, FILE *stream)
     return r;
 }
 
-size_t tfd_w___fread_chk(void *ptr, size_t buflen, size_t size, size_t nmemb, FILE *stream)
+FLAT size_t tfd_w___fread_chk(void *ptr, size_t buflen, size_t size, size_t nmemb, FILE *stream)
 {
     if (IDLE())
         return tfd_real___fread_chk(ptr, buflen, size, nmemb, stream);
@@ -378,7 +388,7 @@ size_t tfd_w___fread_chk(void *ptr, size_t buflen, size_t size, size_t nmemb, FI
     return r;
 }
 
-size_t tfd_w_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream)
+FLAT size_t tfd_w_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream)
 {
     if (IDLE())
         return tfd_real_fwrite(ptr, size, nmemb, stream);
@@ -427,7 +437,7 @@ int tfd_w_fflush(FILE *stream)
         return tfd_real_fflush(stream);
     TIMED(tfd_real_fflush(stream));
     if (r >= 0)
-        KEEP_ERRNO(tfd_stdio_write(stream, 0, 1, t1, t2));
+        HOT(tfd_stdio_write(stream, 0, 1, t1, t2));
     return r;
 }
 

@@ -15,7 +15,8 @@ from tfdarshan.capture import mounts as M
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan.logs.logdir import Session
 from tfdarshan.advice.file_table import tiers_of
-from tfdarshan_tb.views import display_path, read_json, tier_names
+from tfdarshan.analysis.tables import COVERAGE
+from tfdarshan_tb.views import coverage_card, display_path, read_json, tier_names
 
 RANK_STEM = re.compile(r"(.*)\.rank(\d+)")
 
@@ -52,4 +53,7 @@ class RankSessionData:
         self.files = files.assign(tier=tier_names(tiers_of(files["path"], self.mounts)), total_time=files["io_time"],
                                   path=files["path"].map(display_path))
         self.job_metadata = record["metadata"]
+        # the job's coverage card: every rank's buckets added up
+        cov = self.ranks[list(COVERAGE)].dropna(subset=["counted_bytes", "kernel_bytes"])
+        self.coverage = coverage_card([{k: v for k, v in r.items() if v == v} for r in cov.to_dict("records")])
         self.advice = read_json(session.directory / "advice.json")

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.capture import mounts as M
+from tfdarshan.logs import input_wait
 from tfdarshan_tb import views
 from tfdarshan_tb.rank_data import RankSessionData
 
@@ -27,52 +28,60 @@ def _clean_list(values) -> list:
 
 
 def _real_steps(d: RankSessionData) -> pd.DataFrame:
-    """Steps with markers (a window without them has one pseudo-step, -1),
-    each rank's input wait capped at its step's duration, as the
-    one-process verdict caps it."""
+    """Training steps (not the set-up, the wind-down nor a window without
+    markers), with input_wait.py's `wait` and `counted` columns."""
     st = d.steps[d.steps["step"] >= 0]
-    return st.assign(file_io=np.minimum(st["input_wait"], st["duration"].clip(lower=0)))
+    return st.assign(wait=st["input_wait"])
+
+
+def job_share(d: RankSessionData) -> Optional[float]:
+    """The job's input wait: every rank's counted waits over their step time."""
+    return input_wait.share(d.ranks["wait_time"].sum(), d.ranks["step_time"].sum())
 
 
 def summary(d: RankSessionData) -> Dict:
     r = d.ranks
     read, written, spent = int(r["bytes_read"].sum()), int(r["bytes_written"].sum()), float(r["io_time"].sum())
     st = _real_steps(d)
-    span = float(st["duration"].sum())
     out = {"files": int(len(d.files)), "bytes_read": read, "bytes_written": written,
            # the tables keep one time per file: reads, writes and metadata together
            "io_time": None, "meta_time": None, "file_time": spent,
            "bandwidth": (read + written) / spent if spent > 0 else None, "duration": None,
            "processes": int(len(r)), "ranks": int(len(r)), "hosts": int(r["host"].nunique()),
-           "steps": int(st["step"].nunique()),
-           "input_share": float(st["file_io"].sum()) / span if span > 0 else None,
+           "steps": int(st["step"].nunique()), "input_share": job_share(d),
+           "setup_time": float(r["setup_time"].max()) if r["setup_time"].notna().any() else None,
+           "setup_bytes": int(r["setup_bytes"].sum()),
            "folded_files": 0, "trace_dropped": 0}
     out = {k: views._clean(v) for k, v in out.items()}
+    out["input_label"] = views.input_label(len(r)).replace("processes", "ranks")
     out["origin"] = views.origin(d.job_metadata)
     out["skipped_logs"] = d.skipped_logs
+    out["coverage"] = d.coverage
     return out
 
 
 def verdict(d: RankSessionData) -> Dict:
-    """Per step, the mean over ranks of its duration and of its file I/O."""
+    """Per step, the mean over ranks of its duration and of its file I/O;
+    the share is the job's (job_share), which the bars' totals give."""
     st = _real_steps(d)
-    out = {"series": True, "steps": [], "share": None, "xprof": None, "mean_over_ranks": True}
-    if not len(st):
+    n = len(d.ranks)
+    out = {"series": True, "steps": [], "share": None, "xprof": None, "over": input_wait.MEAN_OVER_RANKS,
+           "label": views.input_label(n).replace("processes", "ranks")}
+    g = input_wait.per_step(st, n)
+    if not len(g):
         return out
-    g = st.groupby("step", as_index=False).agg(duration=("duration", "mean"), file_io=("file_io", "mean"))
-    span = float(st["duration"].sum())
     out.update(steps=[int(s) for s in g["step"]], duration=_clean_list(g["duration"]),
-               file_io=_clean_list(g["file_io"]), other_input=None,
-               compute=_clean_list((g["duration"] - g["file_io"]).clip(lower=0)),
-               cut_by_window_end=[False] * len(g),
-               share=views._clean(float(st["file_io"].sum()) / span) if span > 0 else None)
+               file_io=_clean_list(g["wait"]), other_input=None,
+               compute=_clean_list((g["duration"] - g["wait"]).clip(lower=0)),
+               cut_by_window_end=(~g["counted"].to_numpy(bool)).tolist(), share=views._clean(job_share(d)))
     return out
 
 
 def steps(d: RankSessionData) -> Dict:
     """Per step, summed over ranks: bytes read, and bandwidth over the time
-    in file calls (the tables do not split reads from metadata)."""
-    st = d.steps
+    in file calls (the tables do not split reads from metadata); the
+    duration is the mean over ranks."""
+    st = _real_steps(d)
     if st.empty:
         return {"steps": [], "mounts": {}}
     g = st.groupby("step", as_index=False).agg(bytes_read=("bytes_read", "sum"), io_time=("io_time", "sum"),
@@ -80,6 +89,7 @@ def steps(d: RankSessionData) -> Dict:
     bw = np.where(g["io_time"] > 0, g["bytes_read"] / g["io_time"].where(g["io_time"] > 0, 1), np.nan)
     n = len(g)
     return {"steps": [int(s) for s in g["step"]], "duration": _clean_list(g["duration"]),
+            "over": input_wait.SUM_OVER_RANKS,
             "cut_by_window_end": [False] * n, "bytes_read": [int(b) for b in g["bytes_read"]],
             "bytes_written": [0] * n, "ops": [None] * n, "io_time": _clean_list(g["io_time"]),
             "meta_time": [None] * n, "bandwidth": _clean_list(bw), "mounts": {}}
@@ -96,6 +106,7 @@ def timeline(d: RankSessionData) -> Dict:
 
 def mounts(d: RankSessionData) -> Dict:
     t = d.mounts_table
+    t = t[t["mount"] != M.STREAMS]            # not storage: the file table lists them
     if t.empty:
         return {"mounts": []}
     names = views.tier_names(M.label(p, d.mounts) if p else "?" for p in t["mount"])
@@ -103,7 +114,8 @@ def mounts(d: RankSessionData) -> Dict:
         files=("files", "sum"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"))
     # no read or write time of their own in the tables: no per-tier bandwidth
     g["read_bandwidth"] = g["write_bandwidth"] = None
-    return {"mounts": [{k: views._clean(v) for k, v in r.items()} for r in g.to_dict("records")]}
+    return {"mounts": [{k: views._clean(v) for k, v in r.items()} for r in g.to_dict("records")],
+            "over": input_wait.SUM_OVER_RANKS}
 
 
 def files(d: RankSessionData, sort: Optional[str] = None, order: str = "desc", offset: int = 0,
@@ -148,8 +160,8 @@ def rank_wait(d: RankSessionData, node: Optional[str] = None, ranks: Optional[st
     r = d.ranks[rank_filter(d, node, ranks)]
     r = r.sort_values(["input_wait", "rank"], ascending=[False, True], na_position="last")
     return {"ranks": [int(x) for x in r["rank"]], "hosts": r["host"].astype(str).tolist(),
-            "input_wait": _clean_list(r["input_wait"]),
-            "wait_seconds": _clean_list(r["input_wait"] * r["step_time"]),
+            "input_wait": _clean_list(r["input_wait"]), "label": input_wait.LABEL,
+            "wait_seconds": _clean_list(r["wait_time"]),
             "step_time": _clean_list(r["step_time"]), "bytes_read": [int(b) for b in r["bytes_read"]],
             "all_hosts": sorted(set(d.ranks["host"].astype(str)))}
 
@@ -158,7 +170,8 @@ def rank_heatmap(d: RankSessionData, node: Optional[str] = None, ranks: Optional
     """Seconds of input wait per rank (rows, in rank order) and step
     (columns); past MAX_HEAT_CELLS, steps are summed in equal bins."""
     kept = d.ranks[rank_filter(d, node, ranks)]
-    st = d.steps[(d.steps["step"] >= 0) & d.steps["rank"].isin(kept["rank"])]
+    st = _real_steps(d)
+    st = st[st["rank"].isin(kept["rank"])]
     grid = st.pivot_table(index="rank", columns="step", values="input_wait", aggfunc="sum")
     grid = grid.reindex(sorted(kept["rank"]))
     width = max(1, math.ceil(grid.shape[1] * len(grid) / MAX_HEAT_CELLS)) if len(grid) else 1

@@ -14,10 +14,13 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from tfdarshan.capture import kernel_io as K
-from tfdarshan.capture import mounts as M
+from tfdarshan.capture import coverage, kernel_io as K, mounts as M
 from tfdarshan.advice import file_table as report
-from tfdarshan.logs.series import CUT_COLUMN
+from tfdarshan.logs import input_wait
+from tfdarshan.logs.series import AFTER_STEPS, CUT_COLUMN, SETUP_STEP
+
+# entries of a step series that are not steps, left out of the per-step charts
+OUTSIDE_STEPS = (SETUP_STEP, AFTER_STEPS)
 from tfdarshan.logs.logdir import Session, load_snapshot, load_steps, process_label
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import TfdarshanError
@@ -44,6 +47,7 @@ class SessionData:
 
     def __init__(self, session: Session, host: Optional[str]):
         hosts = [host] if host else list(session.hosts)
+        self.hosts = hosts
         self.snapshot: Snapshot = load_snapshot(session, host)
         self.steps, self.step_files = load_steps(session, host, self.snapshot.meta.get("skipped_logs") or ())
         self.session = session
@@ -160,7 +164,16 @@ def runs(sessions: List[Session]) -> Dict:
                                           "labels": [process_label(h, c) for h, c in zip(s.hosts, captured)],
                                           "ranks": sum(".rank" in h for h in s.hosts),
                                           "job_log": s.job_log, "origin": origin(first)})
-    return {"runs": [{"run": r, "sessions": v} for r, v in out.items()]}
+    return {"runs": [{"run": r, "label": run_label(r), "sessions": v} for r, v in out.items()]}
+
+
+TOP_LEVEL = "(top level of the log directory)"
+
+
+def run_label(run: str) -> str:
+    """How the selector names a run: its path, and the log directory itself
+    (`tfdarshan run --logdir logs` writes there) in words, not as a dot."""
+    return TOP_LEVEL if run == "." else run
 
 
 def origin(metadata: Dict[str, str]) -> Optional[Dict]:
@@ -180,21 +193,24 @@ def _job_metadata(log: pathlib.Path) -> Dict[str, str]:
 
 def summary(d: SessionData) -> Dict:
     snap = d.snapshot
-    # a window without step markers has one pseudo-step (-1): no step time to
-    # share; a step the window's end cut short may hold profiler shutdown
-    steps = d.steps[d.steps["step"] >= 0] if len(d.steps) else d.steps
-    whole = steps[~steps[CUT_COLUMN]] if len(steps) else steps
+    cells = input_wait.of_series(d.steps)
+    steps = cells[cells["step"] >= 0]
+    counted = cells[cells["counted"]]
     p, s = snap.posix, snap.stdio
     read = int(p["POSIX_BYTES_READ"].sum() + s["STDIO_BYTES_READ"].sum())
     written = int(p["POSIX_BYTES_WRITTEN"].sum() + s["STDIO_BYTES_WRITTEN"].sum())
     io_time = float(p["POSIX_F_READ_TIME"].sum() + p["POSIX_F_WRITE_TIME"].sum()
                     + s["STDIO_F_READ_TIME"].sum() + s["STDIO_F_WRITE_TIME"].sum())
     meta_time = float(p["POSIX_F_META_TIME"].sum() + s["STDIO_F_META_TIME"].sum())
+    setup = cells[cells["step"] == SETUP_STEP]
     out = {"files": int(len(p) + len(s)), "bytes_read": read, "bytes_written": written,
            "io_time": io_time, "meta_time": meta_time,
            "bandwidth": (read + written) / io_time if io_time > 0 else None,
            "duration": snap.end - snap.start, "processes": snap.meta.get("processes", 1),
-           "steps": int(len(steps)), "input_share": None,
+           "steps": int(steps["step"].nunique()),
+           "input_share": input_wait.share(counted["wait"].sum(), counted["duration"].sum()),
+           "setup_time": float(setup["duration"].max()) if len(setup) else None,
+           "setup_bytes": int(setup["bytes_read"].sum()) if len(setup) else None,
            "folded_files": snap.meta.get("folded_files", 0),
            "trace_dropped": snap.meta.get("trace_dropped", 0)}
     # beyond Darshan's counters (kernel_io.py): totals, and the files, named with how they were read
@@ -203,18 +219,48 @@ def summary(d: SessionData) -> Dict:
     out.update(copy_bytes=int(e["COPY_BYTES_READ"].sum() + e["COPY_BYTES_WRITTEN"].sum()) if len(e) else 0,
                mmap_bytes=int(e["MMAP_BYTES"].sum()) if len(e) else 0,
                kernel_io_files=[{"path": display_path(r.path), "how": r.how} for r in beyond.head(20).itertuples()])
-    if len(whole):
-        # I/O calls of the input pipeline against the steps' wall time, each
-        # step's capped at its duration; a step cut by the window's end is left out
-        per_step = _per_step(whole)
-        span = float(per_step["duration"].sum())
-        out["input_share"] = float(per_step["file_io"].sum()) / span if span > 0 else None
     out = {k: _clean(v) for k, v in out.items()}
+    out["input_label"] = input_label(len(d.hosts))
     out["origin"] = origin(snap.meta.get("job_metadata") or {})
     out["skipped_logs"] = list(snap.meta.get("skipped_logs") or [])
     if d.coverage:
-        out["coverage"] = d.coverage
+        out["coverage"] = coverage_card(d.coverage)
     return out
+
+
+def coverage_card(records: List[Dict]) -> Optional[Dict]:
+    """The coverage card over a session's processes (or a job's ranks): their
+    buckets added up (capture/coverage.py), the lowest process's data
+    coverage beside it. Records that are not coverage are left out."""
+    def number(c, k):
+        v = c.get(k)
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 else None
+    good = [c for c in records if isinstance(c, dict) and number(c, "counted_bytes") is not None
+            and number(c, "kernel_bytes") is not None]
+    if not good:
+        return None
+    excluded = [number(c, "excluded_bytes") for c in good]
+    out = coverage.summarize(sum(int(c["counted_bytes"]) for c in good), sum(int(c["kernel_bytes"]) for c in good),
+                             None if None in excluded else sum(int(x) for x in excluded))
+    each = [coverage.summarize(int(c["counted_bytes"]), int(c["kernel_bytes"]), x)["share"]
+            for c, x in zip(good, excluded)]
+    each = [x for x in each if x is not None]
+    # what a Darshan log alone holds of it, and the files beyond its counters (with how they were read)
+    darshan = [number(c, "darshan_bytes") for c in good]
+    kernel = sum(int(c["kernel_bytes"]) for c in good)
+    beyond = [f for c in good for f in (c.get("beyond_darshan") or []) if isinstance(f, dict)]
+    return {**{k: _clean(v) if not isinstance(v, (list, str)) else v for k, v in out.items()},
+            "processes": len(good), "lowest": _clean(min(each)) if each else None,
+            "darshan_share": _clean(min(sum(darshan) / kernel, 1.0)) if None not in darshan and kernel > 0 else None,
+            "beyond_darshan": [{**f, "path": display_path(str(f.get("path", "")))}
+                               for f in beyond[:coverage.LISTED_FILES]],
+            "beyond_darshan_files": sum(int(number(c, "beyond_darshan_files") or 0) for c in good)}
+
+
+def input_label(processes: int) -> str:
+    """The verdict's and the cards' words for input wait, from its one definition."""
+    over = f", over all {processes} processes' steps" if processes > 1 else ""
+    return f"{input_wait.LABEL} ({input_wait.CAPPED}{over})"
 
 
 def default_sort(d: SessionData) -> str:
@@ -262,47 +308,41 @@ def _touched_in(d: SessionData, step: int, t: pd.DataFrame) -> pd.Series:
     return pd.Series([(p, i) in keys for p, i in zip(t["path"], t["interface"])], index=t.index, dtype=bool)
 
 
-def _per_step(steps: pd.DataFrame) -> pd.DataFrame:
-    """Per step: its wall time, and the time in file I/O calls that make the
-    input wait (reads and metadata, summed over threads and processes),
-    capped at the step's duration."""
-    g = steps.groupby("step", as_index=False).agg(start=("start", "min"), end=("end", "max"),
-                                                   read_time=("read_time", "sum"), meta_time=("meta_time", "sum"))
-    g["duration"] = (g["end"] - g["start"]).clip(lower=0)
-    g["file_io"] = np.minimum(g["read_time"] + g["meta_time"], g["duration"])
-    return g
-
-
 def verdict(d: SessionData) -> Dict:
     """Step time split into file I/O (ours), other input wait (XProf's input
-    time beyond ours, when the session has an XProf profile) and the rest."""
-    st = d.steps
-    real = st[st["step"] >= 0] if len(st) else st
+    time beyond ours, when the session has an XProf profile) and the rest;
+    with several processes, each step's bars are the mean over them."""
+    cells = input_wait.of_series(d.steps)
     xp = d.xprof
-    out = {"series": bool(len(st)), "steps": [], "share": None,
+    n = len(d.hosts)
+    out = {"series": bool(len(d.steps)), "steps": [], "share": None, "label": input_label(n),
+           "over": input_wait.MEAN_OVER_PROCESSES if n > 1 else None,
            "xprof": None if xp is None else {"error": xp.get("error"), "measured": bool(xp.get("measured")),
                                              "input_percent": _clean(xp.get("input_percent"))}}
-    if not len(real):
+    g = input_wait.per_step(cells, n)
+    if not len(g):
         return out
-    g = _per_step(real)
     other = None
     if xp and xp.get("measured"):
         waited = g["step"].map(xp["steps"]).fillna(0.0)
-        other = np.clip(waited - g["file_io"], 0.0, g["duration"] - g["file_io"])
-    rest = g["duration"] - g["file_io"] - (other if other is not None else 0.0)
+        other = np.clip(waited - g["wait"], 0.0, g["duration"] - g["wait"])
+    rest = g["duration"] - g["wait"] - (other if other is not None else 0.0)
     # a step the window's end cut short may hold profiler shutdown: shown, not counted
-    cut = real.groupby("step")[CUT_COLUMN].any().reindex(g["step"]).fillna(False).to_numpy(dtype=bool)
-    span = float(g["duration"][~cut].sum())
+    cut = ~g["counted"].to_numpy(dtype=bool)
     out.update(steps=[int(x) for x in g["step"]], duration=[_clean(x) for x in g["duration"]],
-               file_io=[_clean(x) for x in g["file_io"]],
+               file_io=[_clean(x) for x in g["wait"]],
                other_input=None if other is None else [_clean(x) for x in other],
                compute=[_clean(max(x, 0.0)) for x in rest], cut_by_window_end=cut.tolist(),
-               share=_clean(float(g["file_io"][~cut].sum()) / span) if span > 0 else None)
+               share=_clean(input_wait.series_share(d.steps)))
     return out
 
 
 def steps(d: SessionData) -> Dict:
+    """Per step, summed over the session's processes (the set-up and the
+    wind-down are not steps: the summary gives the set-up)."""
     st = d.steps
+    if not st.empty:
+        st = st[~st["step"].isin(list(OUTSIDE_STEPS))]
     if st.empty:
         return {"steps": [], "mounts": {}}
     st = st.groupby("step", as_index=False).agg(
@@ -314,6 +354,7 @@ def steps(d: SessionData) -> Dict:
     io = st["read_time"] + st["write_time"]
     bw = np.where(io > 0, (st["bytes_read"] + st["bytes_written"]) / io.where(io > 0, 1), np.nan)
     out = {"steps": st["step"].tolist(), "duration": (st["end"] - st["start"]).tolist(),
+           "over": input_wait.SUM_OVER_PROCESSES if len(d.hosts) > 1 else None,
            "cut_by_window_end": st["cut"].tolist(),
            "bytes_read": st["bytes_read"].tolist(), "bytes_written": st["bytes_written"].tolist(),
            "ops": (st["reads"] + st["writes"]).tolist(), "io_time": io.tolist(),
@@ -322,6 +363,8 @@ def steps(d: SessionData) -> Dict:
            "copy_bytes": (st["copy_bytes_read"] + st["copy_bytes_written"]).tolist(),
            "mmap_bytes": st["mmap_bytes"].tolist()}
     sf = d.step_files
+    if not sf.empty:
+        sf = sf[sf["step"].isin(st["step"]) & ~(sf["path"].isin(M.STREAM_PATHS) if "path" in sf else False)]
     if not sf.empty and "mount" in sf:
         # the series store mount points: name them as the file table and the tier views do
         points = sf["mount"].unique()
@@ -344,6 +387,9 @@ def mounts(d: SessionData) -> Dict:
     t = d.files
     if t.empty:
         return {"mounts": []}
+    t = t[t["tier"] != M.STREAMS]          # not storage: the file table lists them
+    if t.empty:
+        return {"mounts": []}
     g = t.groupby("tier", as_index=False).agg(files=("path", "size"), bytes_read=("bytes_read", "sum"),
                                               bytes_written=("bytes_written", "sum"),
                                               read_time=("read_time", "sum"), meta_time=("meta_time", "sum"))
@@ -354,7 +400,8 @@ def mounts(d: SessionData) -> Dict:
     for op, moved in (("read", "bytes_read"), ("write", "bytes_written")):
         spent = g[f"{op}_time"]
         g[f"{op}_bandwidth"] = np.where(spent > 0, g[moved] / spent.where(spent > 0, 1), np.nan)
-    return {"mounts": [{k: _clean(v) for k, v in r.items()} for r in g.to_dict("records")]}
+    return {"mounts": [{k: _clean(v) for k, v in r.items()} for r in g.to_dict("records")],
+            "over": input_wait.SUM_OVER_PROCESSES if len(d.hosts) > 1 else None}
 
 
 def timeline(d: SessionData) -> Dict:

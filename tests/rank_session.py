@@ -185,3 +185,23 @@ def can_name_hosts() -> bool:
     """Whether this process may run ranks under host names of their own."""
     r = subprocess.run(["unshare", "--uts", "hostname", "tfd-probe"], capture_output=True)
     return r.returncode == 0
+
+
+def set_waits(session_dir: pathlib.Path, factors: dict, length: float, meta: float) -> None:
+    """Give each rank's training steps times built from counts: each step
+    `length` s long, one after the other, its read time factors[rank][step]
+    times its length (above 1: parallel reads, more I/O time than wall
+    time) and its metadata time `meta` times its length."""
+    for path in session_dir.glob("*.rank*.steps.parquet"):
+        r = int(path.name.split(".rank")[1].split(".")[0])
+        s = read_parquet(path)
+        real = s["step"] >= 0
+        k = s.loc[real, "step"].to_numpy()
+        first = float(s.loc[real, "start"].min())
+        s.loc[real, "start"] = first + k * length
+        s.loc[real, "end"] = first + (k + 1) * length
+        factor = np.zeros(len(s))
+        factor[real.to_numpy()] = [factors[r][int(i)] for i in k]
+        s["read_time"] = (s["end"] - s["start"]) * factor
+        s["meta_time"] = np.where(real, (s["end"] - s["start"]) * meta, 0.0)
+        write_parquet(s, path)

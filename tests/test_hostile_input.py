@@ -34,7 +34,7 @@ from tfdarshan.advice import stager, tiers
 from tfdarshan.cli import main
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs.logdir import find_sessions, load_steps
-from tfdarshan.tf.steps import FILE_COLUMNS, STEP_COLUMNS
+from tfdarshan.tf.steps import AFTER_STEPS, FILE_COLUMNS, SETUP_STEP, STEP_COLUMNS
 from tfdarshan_tb.plugin import MAX_PARAM, IOPlugin
 
 # generated examples share files made once per module, so function-scoped fixtures are fine here
@@ -228,7 +228,7 @@ def test_intact_step_series_still_loads(world, tmp_path):
     """The checks refuse damage, not the series the profiler writes, even
     for a window without steps or without any I/O."""
     steps, files = load_steps(_session(world.logdir))
-    assert steps["step"].tolist() == [0, 1, 2, 3]
+    assert steps["step"].tolist() == [SETUP_STEP, 0, 1, 2, 3, AFTER_STEPS]
     assert set(STEP_COLUMNS) <= set(steps) and set(FILE_COLUMNS) <= set(files)
     assert int(steps["bytes_read"].sum()) == sum(p.stat().st_size for p in world.data)
     status, body = _get(_plugin(world.logdir), "steps",

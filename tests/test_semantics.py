@@ -733,3 +733,27 @@ def test_every_hook_is_called_and_randomly_exercised(semops):
     imported = {line.split()[-1].split("@")[0] for line in undefined.splitlines() if line.strip()}
     # the compiler may rewrite calls (fprintf into fputs...): each must still be imported
     assert called <= imported, f"calls the compiler did not keep: {called - imported}"
+
+
+# ------------------------------------------------------------ memory streams
+
+def test_memory_streams_keep_errno(tmp_path):
+    """A memory stream has no descriptor: looking its record up must not
+    set errno (fileno_unlocked() sets EBADF), since a successful fread or
+    fwrite leaves errno as it was."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build tests/native/memstream.c")
+    so = tmp_path / "libmemstream.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(HERE / "native" / "memstream.c"), "-o", str(so)],
+                   check=True)
+    lib = ctypes.CDLL(str(so))
+    detached = (lib.memstream_fread_errno(), lib.memstream_fwrite_errno())
+    was = tfdarshan.is_attached()
+    tfdarshan.attach()
+    try:
+        attached = (lib.memstream_fread_errno(), lib.memstream_fwrite_errno())
+    finally:
+        if not was:
+            tfdarshan.detach()
+    assert detached == (0, 0)
+    assert attached == detached

@@ -18,7 +18,7 @@ import pytest
 
 import tfdarshan
 from tfdarshan.tf import hooks, profiler_hooks
-from tfdarshan.logs.series import read_parquet
+from tfdarshan.logs.series import AFTER_STEPS, SETUP_STEP, read_parquet
 
 HOST = socket.gethostname()
 
@@ -86,7 +86,8 @@ def test_keras_tensorboard_profile_batch(tf, tmp_path):
     snap = tfdarshan.read_darshan_log(run / f"{HOST}.darshan")
     steps = read_parquet(run / f"{HOST}.steps.parquet")
     per_file = read_parquet(run / f"{HOST}.step_files.parquet")
-    assert list(steps["step"]) == [3, 4, 5]
+    # the window opens as batch 3 begins: its set-up is (nearly) nothing, and apart
+    assert list(steps["step"]) == [SETUP_STEP, 3, 4, 5]
     assert int(steps["bytes_read"].sum() + steps["bytes_written"].sum()) == log_bytes(snap)
     assert int(per_file["bytes_read"].sum()) == int(steps["bytes_read"].sum())
     data_read = snap.posix[snap.posix["path"].isin(files)]
@@ -97,7 +98,7 @@ def test_keras_tensorboard_profile_batch(tf, tmp_path):
         assert not frame["path"].str.startswith(str(logdir)).any(), list(frame["path"])
     # Keras' batch-end marker reaches us after the TensorBoard callback stopped
     # the profiler: the last step was cut by the window's end, and says so
-    assert list(steps["cut_by_window_end"]) == [False, False, True]
+    assert list(steps["cut_by_window_end"]) == [False, False, False, True]
     # the trace viewer shows our reads of those files
     evs = trace_viewer_events(run / f"{HOST}.xplane.pb")
     ours = [e for e in evs if e.get("name") == "POSIX read"]
@@ -129,7 +130,8 @@ def test_custom_loop_with_trace_markers(tf, tmp_path):
     profiled_custom_loop(tf, files, logdir)
     run = session_dir(logdir)
     steps = read_parquet(run / f"{HOST}.steps.parquet")
-    assert list(steps["step"]) == [0, 1, 2, 3]
+    # the steps, with what came before the first and after the last apart
+    assert list(steps["step"]) == [SETUP_STEP, 0, 1, 2, 3, AFTER_STEPS]
     assert not steps["cut_by_window_end"].any()     # every Trace(step_num) ended before stop()
     snap = tfdarshan.read_darshan_log(run / f"{HOST}.darshan")
     assert int(steps["bytes_read"].sum() + steps["bytes_written"].sum()) == log_bytes(snap)
@@ -145,7 +147,7 @@ def test_profile_context_and_tfdarshan_step(tf, tmp_path):
                 tf.reduce_sum(batch[0])
     run = session_dir(logdir)
     steps = read_parquet(run / f"{HOST}.steps.parquet")
-    assert list(steps["step"]) == [10, 11, 12]
+    assert list(steps["step"]) == [SETUP_STEP, 10, 11, 12, AFTER_STEPS]
 
 
 def test_profiler_that_fails_to_start_leaves_nothing_started(tf, tmp_path):
@@ -225,7 +227,7 @@ def test_tfdarshan_run_whole_script(tf, tmp_path, steps):
     snap = tfdarshan.read_darshan_log(run / f"{HOST}.darshan")
     st = read_parquet(run / f"{HOST}.steps.parquet")
     if steps:
-        assert list(st["step"]) == [2, 3, 4]
+        assert list(st["step"]) == [SETUP_STEP, 2, 3, 4, AFTER_STEPS]
     else:
         # the whole run: every data file read completely
         for f in files:
@@ -466,7 +468,7 @@ def test_two_workers_write_their_own_files(tf, tmp_path):
     assert merged == total > 0
     steps = pd_concat([load_steps(s)[0] for s in sessions])
     assert set(steps["host"]) == {s[:-len(".darshan")] for s in stems}
-    assert set(steps["step"]) == {2, 3, 4}
+    assert set(steps["step"]) == {SETUP_STEP, 2, 3, 4, AFTER_STEPS}
 
 
 def pd_concat(frames):

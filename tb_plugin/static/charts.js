@@ -83,14 +83,16 @@ export function figures(steps, hist, mounts, timeline) {
       const bw = steps.bandwidth.map((b) => b == null ? null : b / MIB);
       const rate = hasData(bw) ? [{type: 'scatter', mode: many ? 'lines' : 'lines+markers', name: 'bandwidth',
         x: steps.steps, y: bw, yaxis: 'y2', line: {color: RATE}, marker: {color: RATE}}] : [];
-      out.push({id: 'tfd-step-chart', title: 'Per step: bytes and bandwidth', data: [...moved, ...rate],
+      const over = steps.over ? `, ${steps.over}` : '';
+      out.push({id: 'tfd-step-chart', title: `Per step${over}: bytes and bandwidth`, data: [...moved, ...rate],
         layout: layout({barmode: 'stack', xaxis: stepAxis(steps.steps), yaxis: amount('bytes'),
           ...(rate.length ? {yaxis2: rightAmount('MiB/s', bw)} : {})})});
     }
     const perTier = [...tiers.keys()].filter((t) => steps.mounts[t] && hasData(steps.mounts[t]))
         .map((t) => series(plain(t), steps.mounts[t], tiers.get(t), {stackgroup: 'tiers', fillcolor: tiers.get(t)}));
     if (perTier.length) {
-      out.push({id: 'tfd-step-mounts', title: 'Per step and storage tier: bytes read', data: perTier,
+      out.push({id: 'tfd-step-mounts', title: `Per step and storage tier${steps.over ? `, ${steps.over}` : ''}: bytes read`,
+        data: perTier,
         layout: layout({barmode: 'stack', xaxis: stepAxis(steps.steps), yaxis: amount('bytes read')})});
     }
   }
@@ -116,7 +118,7 @@ export function figures(steps, hist, mounts, timeline) {
   const ops = (labels) => axis('operation', {categoryorder: 'array', categoryarray: labels});
   const moved = byTier([['read', 'bytes_read'], ['written', 'bytes_written']]);
   if (moved.length) {
-    out.push({id: 'tfd-mounts', title: 'Storage tiers: bytes moved', data: moved,
+    out.push({id: 'tfd-mounts', title: `Storage tiers: bytes moved${mounts.over ? `, ${mounts.over}` : ''}`, data: moved,
       layout: layout({barmode: 'group', xaxis: ops(['read', 'written']), yaxis: amount('bytes')})});
   }
   const speed = byTier([['read', 'read_bandwidth'], ['write', 'write_bandwidth']], MIB);

@@ -25,7 +25,7 @@ h2 { font-size: 15px; font-weight: 500; margin: 20px 0 8px; }
 table { border-collapse: collapse; width: 100%; font-size: 12px; }
 th, td { border-bottom: 1px solid #eee; padding: 4px 6px; text-align: right; white-space: nowrap; }
 th { cursor: pointer; user-select: none; background: #fafafa; position: sticky; top: 0; }
-td.path, th.path, td.tier { text-align: left; max-width: 520px; overflow: hidden; text-overflow: ellipsis; }
+td.path, th.path, td.tier, th.tier { text-align: left; max-width: 520px; overflow: hidden; text-overflow: ellipsis; }
 .muted { color: #777; font-size: 12px; }
 .error { color: #b00020; }
 .advice li { margin: 6px 0; }
@@ -64,7 +64,7 @@ export async function render() {
   const body = el('div', {id: 'tfd-body'});
   root.append(body);
 
-  for (const r of runs) selRun.append(el('option', {value: r.run}, r.run));
+  for (const r of runs) selRun.append(el('option', {value: r.run}, r.label || r.run));
   const fillSessions = () => {
     const r = runs.find((x) => x.run === selRun.value);
     // a flight recorder's dump is named by what made it
@@ -188,42 +188,54 @@ function cards(s) {
     c('files', 'files', String(s.files)),
     c('steps', 'steps', String(s.steps)),
   ];
+  if (s.setup_time != null) {
+    list.push(c('setup_time', `set-up before the first step${s.ranks ? ' (longest rank)' : ''}, not counted as a step`,
+        seconds(s.setup_time)));
+  }
   if (s.ranks) list.push(c('ranks', `ranks on ${s.hosts} host${s.hosts === 1 ? '' : 's'}`, String(s.ranks)));
   else if (s.processes > 1) list.push(c('processes', 'processes', String(s.processes)));
-  if (s.coverage) {
-    for (const cov of s.coverage) list.push(c('coverage', 'of the process\'s I/O seen', pct(cov.share)));
+  const cov = s.coverage;
+  if (cov) {
+    const over = cov.processes > 1 ? ` (${cov.processes} ${s.ranks ? 'ranks' : 'processes'} added up; lowest `
+      + `${pct(cov.lowest)})` : '';
+    list.push(c('coverage', `of the data I/O seen${over}`, pct(cov.share)));
   }
   const box = el('div', {id: 'tfd-summary', class: 'cards'}, ...list);
   const notes = [];
+  if (cov) {
+    notes.push(`Data coverage: ${bytes(cov.counted_bytes)} recorded of the ${bytes(cov.kernel_bytes)} the kernel `
+      + `counted, less ${cov.excluded_bytes == null ? 'an unknown amount' : bytes(cov.excluded_bytes)} excluded by `
+      + `design (imports, libraries, system files); unseen: ${bytes(cov.unseen_bytes)}.`);
+  }
   if (s.folded_files) notes.push(`${s.folded_files} files beyond the record cap are counted together.`);
   if (s.trace_dropped) notes.push(`${s.trace_dropped} trace segments were dropped for lack of memory.`);
   return notes.length ? el('div', {}, box, el('p', {class: 'muted'}, notes.join(' '))) : box;
 }
 
-// Low coverage: what the shim cannot see, as the capture listed it, and the
-// files whose data moved in ways Darshan's counters miss (a Darshan log alone
-// covers less: darshan_share), with how.
+// Low data coverage: what the shim cannot see, as the capture listed it
+// (what it leaves out by design is counted apart, and is not missing); and
+// the files whose data moved in ways Darshan's counters miss (a Darshan log
+// alone covers less: darshan_share), with how.
 const COVERAGE_FLOOR = 0.9;
-function coverageNote(coverage) {
-  const low = (coverage || []).filter((c) => (c.share != null && c.share < COVERAGE_FLOOR)
-      || (c.darshan_share != null && c.darshan_share < COVERAGE_FLOOR && (c.beyond_darshan || []).length));
-  if (!low.length) return '';
+function coverageNote(cov) {
+  if (!cov) return '';
+  const blind = cov.share != null && cov.share < COVERAGE_FLOOR;
+  const files = blind || (cov.darshan_share != null && cov.darshan_share < COVERAGE_FLOOR)
+    ? (cov.beyond_darshan || []) : [];
+  if (!blind && !files.length) return '';
   const note = el('div', {id: 'tfd-coverage', class: 'note'});
-  const blind = low.filter((c) => c.share != null && c.share < COVERAGE_FLOOR);
-  if (blind.length) {
-    const spots = [...new Set(blind.flatMap((c) => c.blind_spots || []))];
-    note.append(`These figures cover only ${blind.map((c) => pct(c.share)).join(', ')} of the bytes the kernel `
-        + 'counted for the process. What tfdarshan cannot see:', el('ul', {}, ...spots.map((b) => el('li', {}, b))));
+  if (blind) {
+    note.append(`These figures cover only ${pct(cov.share)} of the data I/O the kernel counted (all it counted but the `
+        + `${bytes(cov.excluded_bytes)} excluded by design); ${bytes(cov.unseen_bytes)} were not seen. What tfdarshan `
+        + 'cannot see:', el('ul', {}, ...(cov.blind_spots || []).map((b) => el('li', {}, b))));
   }
-  const files = low.flatMap((c) => c.beyond_darshan || []);
   if (files.length) {
-    const darshan = low.map((c) => c.darshan_share).filter((v) => v != null).map(pct).join(', ');
-    const more = low.reduce((n, c) => n + Math.max(0, (c.beyond_darshan_files || 0) - (c.beyond_darshan || []).length), 0);
+    const more = Math.max(0, (cov.beyond_darshan_files || 0) - files.length);
     const amount = (f) => [f.bytes_read - f.mmap_bytes > 0 ? `${bytes(f.bytes_read - f.mmap_bytes)} copied out` : '',
       f.bytes_written > 0 ? `${bytes(f.bytes_written)} copied in` : '',
       f.mmap_bytes > 0 ? `~${bytes(f.mmap_bytes)} through mmap (estimate)` : ''].filter(Boolean).join(', ');
-    note.append(`Darshan's counters alone hold ${darshan || 'less'} of it: these files moved data in ways they `
-        + 'cannot see, counted by tfdarshan in columns of its own:',
+    note.append(`Darshan's counters alone hold ${cov.darshan_share != null ? pct(cov.darshan_share) : 'less'} of it: `
+        + 'these files moved data in ways they cannot see, counted by tfdarshan in columns of its own:',
     el('ul', {id: 'tfd-beyond-darshan'}, ...files.map((f) => el('li', {}, el('code', {}, f.path),
         ` (${f.how}): ${amount(f)}`)), ...(more ? [el('li', {}, `and ${more} more`)] : [])));
   }
@@ -242,11 +254,17 @@ function adviceSection(a) {
   const adv = a.advice;
   box.append(el('h2', {}, 'Staging advice'));
   if (adv.summary) box.append(el('p', {}, adv.summary));
+  if (adv.plans) box.append(el('p', {id: 'tfd-plans'}, adv.plans.report));
   const items = el('ul');
   for (const item of adv.selection || []) {
-    items.append(el('li', {}, `${item.name}: ${bytes(item.bytes)}, saves ${seconds(item.saving)} (predicted)`));
+    const of = item.expected_time == null ? '' : ` of its ${seconds(item.expected_time)}`;
+    items.append(el('li', {}, `${item.name}: ${bytes(item.bytes)}, saves ${seconds(item.saving)}${of} (predicted)`));
   }
   box.append(items);
+  if ((adv.left_out || []).length) {
+    box.append(el('p', {class: 'muted', id: 'tfd-left-out'}, 'Left out (not training input): ' + adv.left_out.map(
+        (x) => `${x.files} file${x.files === 1 ? '' : 's'}, ${bytes(x.bytes)}: ${x.reason}`).join('; ') + '.'));
+  }
   const findings = el('ul');
   for (const f of adv.findings || []) {
     findings.append(el('li', {}, el('span', {class: `level-${f.level}`}, `[${f.level}] `), `${f.title}: ${f.detail}`,

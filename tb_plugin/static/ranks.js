@@ -40,10 +40,11 @@ export function rankFigures(heat, wait) {
   }
   if (wait.ranks.length) {
     const names = wait.ranks.map(String);
-    out.push({id: 'tfd-rank-wait', title: 'Ranks by input wait (share of their step time)', data: [{
+    out.push({id: 'tfd-rank-wait', title: `Ranks by input wait (each rank's ${wait.label})`, data: [{
       type: 'bar', name: 'input wait', x: names, y: wait.input_wait.map((w) => w == null ? null : 100 * w),
       marker: {color: READ}, customdata: wait.ranks.map((r, i) => [plain(wait.hosts[i]), pct(wait.input_wait[i]),
-        wait.wait_seconds[i] == null ? '–' : wait.wait_seconds[i].toPrecision(3)]),
+        wait.wait_seconds[i] == null ? '–' : wait.wait_seconds[i].toPrecision(3), wait.wait_seconds[i],
+        wait.step_time[i]]),
       hovertemplate: 'rank %{x} on %{customdata[0]}: %{customdata[1]} of step time, %{customdata[2]} s<extra></extra>'}],
       layout: layout({showlegend: false, xaxis: axis('rank (longest wait first)', {type: 'category',
         categoryorder: 'array', categoryarray: names, range: [-0.5, names.length - 0.5]}),

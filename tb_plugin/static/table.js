@@ -48,8 +48,9 @@ export async function fileTable() {
     const page = await get('files', extra);
     if (mine !== latest) return;
     state.sort = page.sort;
+    // text columns (file, tier) are left-aligned, header and cells alike; numbers to the right
     const head = el('tr', {}, ...page.columns.map((col) => el('th', {
-      class: col === 'path' ? 'path' : '', 'data-col': col, title: HELP[col] || '',
+      class: col === 'path' || col === 'tier' ? col : '', 'data-col': col, title: HELP[col] || '',
       onclick: () => {
         state.order = state.sort === col && state.order === 'desc' ? 'asc' : 'desc';
         state.sort = col;

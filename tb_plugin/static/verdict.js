@@ -18,8 +18,11 @@ export function verdictLine(v) {
     line.append('No step markers were recorded in this session, so no share of step time can be given.');
   } else {
     line.append(el('b', {}, `File I/O: ${pct(v.share)} of step time`));
+    // the definition, in its own words (logs/input_wait.py), with what the bars show
+    line.append(el('span', {class: 'muted', id: 'tfd-verdict-label'}, ` (${v.label}`
+      + `${v.over ? `; each step's bars are its ${v.over}` : ''})`));
     const x = v.xprof;
-    if (v.mean_over_ranks) line.append(' over all ranks; each step\'s bars are its mean over ranks.');
+    if (v.over) line.append('.');
     else if (!x) line.append('; no XProf profile in this session to compare.');
     else if (x.error) line.append(`; XProf: ${x.error}.`);
     else if (!x.measured) line.append('; XProf found no steps in its profile.');
@@ -36,8 +39,8 @@ export function verdictFigure(v) {
     ...(v.other_input ? [bar('other input wait (XProf)', v.other_input, OTHER_INPUT)] : []),
     bar(v.other_input ? 'compute and the rest' : 'the rest of the step', v.compute, COMPUTE)]
       .filter((t) => hasData(t.y));
-  const title = v.mean_over_ranks ? 'Per step, mean over ranks: where the time went'
+  const title = v.over ? `Per step, ${v.over}: where the time went`
     : 'Per step: where the time went (click a step for its files)';
   return {id: 'tfd-verdict-chart', title, data,
-    layout: layout({barmode: 'stack', xaxis: stepAxis(v.steps), yaxis: amount(v.mean_over_ranks ? 'seconds (mean over ranks)' : 'seconds')})};
+    layout: layout({barmode: 'stack', xaxis: stepAxis(v.steps), yaxis: amount(v.over ? `seconds (${v.over})` : 'seconds')})};
 }

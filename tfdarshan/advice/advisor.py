@@ -25,8 +25,10 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from tfdarshan.advice import checkpoint_findings
+from tfdarshan.advice import checkpoint_findings, mapped_input
 from tfdarshan.advice import tiers as T
+from tfdarshan.advice import training_input as TI
+from tfdarshan.advice.compare import compare_runs  # noqa: F401  (re-exported)
 from tfdarshan.advice.cost_model import file_costs  # noqa: F401  (re-exported)
 from tfdarshan.advice.file_table import human_time
 from tfdarshan.capture.snapshot import Snapshot
@@ -128,14 +130,19 @@ def _fill_in_order(order: np.ndarray, sizes: np.ndarray, capacity: int) -> np.nd
     return np.array(sorted(chosen), dtype=np.int64)
 
 
+def _stageable(costs: pd.DataFrame) -> pd.Series:
+    """Rows a plan may take: training input not already on the fast tier."""
+    return ~costs["on_fast_tier"] & (costs["training_input"] if "training_input" in costs else True)
+
+
 def under_2mb(costs: pd.DataFrame, capacity: int) -> np.ndarray:
     """The paper's rule: files under 2 MB, smallest first, while they fit."""
-    cand = costs[(costs["size"] < SMALL_FILE) & ~costs["on_fast_tier"]].sort_values("size", kind="stable")
+    cand = costs[(costs["size"] < SMALL_FILE) & _stageable(costs)].sort_values("size", kind="stable")
     return _fill_in_order(cand.index.to_numpy(), costs["size"].to_numpy(), capacity)
 
 
 def largest_time_first(costs: pd.DataFrame, capacity: int) -> np.ndarray:
-    cand = costs[~costs["on_fast_tier"]].sort_values("current_time", ascending=False, kind="stable")
+    cand = costs[_stageable(costs)].sort_values("current_time", ascending=False, kind="stable")
     return _fill_in_order(cand.index.to_numpy(), costs["size"].to_numpy(), capacity)
 
 
@@ -151,7 +158,7 @@ class Finding:
 
 def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] = None) -> List[Finding]:
     p = snap.posix[snap.posix["POSIX_READS"] > 0]
-    out: List[Finding] = _mapped_input(costs)
+    out: List[Finding] = [Finding(**f) for f in mapped_input.findings(costs)]
     if p.empty:
         return out
     reads = int(p["POSIX_READS"].sum())
@@ -186,17 +193,20 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
             "Pack records into larger TFRecord shards, or read in larger pieces.",
             {"reads": data_reads, "under_100": tiny - n_zero}))
     if n_zero and (files >= 5 and n_zero >= 0.9 * files or n_zero >= reads / 2):
-        # one finding on end-of-file reads, with what they cost here
-        each, how = _zero_read_cost(snap, read_time, reads)
-        share = n_zero * each / read_time if read_time > 0 else 0.0
+        # one finding on end-of-file reads, with what they cost here: measured, or said to be unknown
+        each = _zero_read_cost(snap)
+        share = n_zero * each / read_time if each is not None and read_time > 0 else None
+        cost = (f"about {human_time(each)} each (measured in the trace), {human_time(n_zero * each)} of "
+                f"{human_time(read_time)} read time ({100 * share:.0f} %)" if share is not None else
+                "their cost is unknown: without a trace their time is not told apart from the data reads'")
         out.append(Finding(
-            "WARN" if share >= 0.2 else "INFO", "A zero-length read after every file",
+            "WARN" if share is not None and share >= 0.2 else "INFO", "A zero-length read after every file",
             f"{n_zero} zero-byte reads for {files} files: each file is read to its end and once more "
-            f"(TensorFlow's ReadFile pattern), about {human_time(each)} each ({how}), "
-            f"{human_time(n_zero * each)} of {human_time(read_time)} read time ({100 * share:.0f} %).",
+            f"(TensorFlow's ReadFile pattern); {cost}.",
             "Many small files pay this once each: pack them into TFRecord shards so one open and one "
-            "end-of-file check serve thousands of examples." if share >= 0.2 else
-            "A small share of the read time here: nothing to change for it alone.",
+            "end-of-file check serve thousands of examples." if share is not None and share >= 0.2 else
+            "A small share of the read time here: nothing to change for it alone." if share is not None else
+            "Profile with the trace (trace=True, tfdarshan run --trace) to measure them before acting on this.",
             {"zero_reads": n_zero, "files": files, "seconds_each": each, "share_of_read_time": share}))
     if reads - n_zero > 0 and under_4k - n_zero > (reads - n_zero) / 2:
         out.append(Finding(
@@ -219,14 +229,21 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
             f"({int(p['POSIX_OPENS'].sum())} opens, {int(p['POSIX_STATS'].sum())} stats for {files} files).",
             "Fewer, larger files, or a tier with lower open latency (node-local disk, /dev/shm).",
             {"meta_share": meta_time / (read_time + meta_time)}))
+    if "training_input" in costs:
+        costs = costs[costs["training_input"]]
     if len(costs):
-        reread = costs[costs["rereads"] >= 1.9]
+        # whole times each file was read (bytes read over its size): counts of files, not an average
+        times = np.floor(costs["rereads"].to_numpy(np.float64) + 1e-9).astype(np.int64)
+        reread = times >= 2
         total = int(costs["size"].sum())
         avail = _mem_available()
-        if len(reread) >= max(1, len(costs) // 2) and avail and total < avail / 2:
+        if reread.sum() >= max(1, len(costs) // 2) and avail and total < avail / 2:
+            counts = pd.Series(times[reread]).value_counts().sort_index()
+            said = "; ".join(f"{n} {'was' if n == 1 else 'were'} read {k} times in full" for k, n in counts.head(3).items())
+            more = f"; {int(counts.iloc[3:].sum())} more, more often" if len(counts) > 3 else ""
             out.append(Finding(
                 "HIGH", "The same data is read again every epoch, and it fits in memory",
-                f"{len(reread)} of {len(costs)} files were read {reread['rereads'].median():.1f} times; "
+                f"of {len(costs)} files, {said}{more}; "
                 f"all input is {total / 2**30:.2f} GiB and {avail / 2**30:.1f} GiB of memory is free.",
                 "Add .cache() to the tf.data pipeline after the read and decode steps, so epochs after the "
                 "first come from memory.", {"dataset_bytes": total, "memory_available": avail}))
@@ -241,38 +258,15 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
     return out
 
 
-def _mapped_input(costs: pd.DataFrame) -> List[Finding]:
-    """Input read through memory maps: a staging candidate like any other,
-    with the bytes its mappings brought in (an estimate) and how its read
-    time was priced, since no call measured it."""
-    m = costs[costs["mmap_bytes"] > 0] if len(costs) else costs
-    if m.empty:
-        return []
-    m = m.sort_values("mmap_bytes", ascending=False)
-    unpriced = m[m["mmap_priced"] == ""]
-    names = ", ".join(f"{x.path} (~{x.mmap_bytes / 2**20:.1f} MiB)" for x in m.head(3).itertuples())
-    more = f" and {len(m) - 3} more" if len(m) > 3 else ""
-    how = (f"{len(unpriced)} of them could not be priced (no probed tier and no reads measured on their mount), "
-           f"so no saving is claimed for them" if len(unpriced) else
-           "their read time is priced from " + ", ".join(sorted(set(m["mmap_priced"]))))
-    return [Finding(
-        "INFO", "Input read through memory maps",
-        f"{len(m)} files were read through mmap: {names}{more}, {int(m['mmap_bytes'].sum()) / 2**20:.1f} MiB in "
-        f"all (an estimate from the pages mapped). Page faults are not calls, so no read time was measured; {how}.",
-        "They are staging candidates like any input file (counted here with their mapped bytes): stage them, "
-        "and probe their tier (tfdarshan probe <mount>) to price the saving.",
-        {"files": int(len(m)), "mmap_bytes": int(m["mmap_bytes"].sum()), "unpriced": int(len(unpriced))})]
-
-
-def _zero_read_cost(snap: Snapshot, read_time: float, reads: int):
-    """(seconds per zero-byte read, how it was found): measured in the trace
-    when there is one, else the mean read (an upper bound: it moved nothing)."""
+def _zero_read_cost(snap: Snapshot) -> Optional[float]:
+    """Seconds per zero-byte read, measured in the trace; None without one
+    (the mean read would charge them what reading data costs)."""
     dxt = snap.dxt
     if len(dxt):
         z = dxt[(dxt["op"] == "read") & (dxt["length"] == 0)]
         if len(z):
-            return float((z["end"] - z["start"]).median()), "measured in the trace"
-    return read_time / max(reads, 1), "the mean read, no trace to measure them"
+            return float((z["end"] - z["start"]).median())
+    return None
 
 
 def _concurrency(snap: Snapshot) -> Optional[float]:
@@ -317,6 +311,8 @@ class Advice:
     findings: List[Finding]
     granularity: str
     source: str = ""
+    left_out: List[Dict] = dataclasses.field(default_factory=list)   # not training input, and why
+    plans: Optional[Dict] = None            # a multi-rank session's plans (critical_path.py)
 
     def saving(self, idx) -> float:
         return float(self.costs["saving"].to_numpy()[idx].sum()) if len(idx) else 0.0
@@ -342,28 +338,42 @@ class Advice:
         return int(self.costs["size"].to_numpy()[idx].sum()) if len(idx) else 0
 
     @property
+    def _input(self) -> pd.DataFrame:
+        c = self.costs
+        return c[c["training_input"]] if "training_input" in c else c
+
+    @property
     def current_time(self) -> float:
-        return float(self.costs["current_time"].sum())
+        """Measured I/O time of the training input."""
+        return float(self._input["current_time"].sum())
+
+    @property
+    def expected_time(self) -> float:
+        """The same, as the cost model expects it now: what savings are out of."""
+        return float(self._input["expected_time"].sum())
 
     def selection(self) -> pd.DataFrame:
         """What to stage, grouped by dataset."""
         c = self.costs.iloc[self.chosen]
         if c.empty:
-            return pd.DataFrame(columns=["name", "files", "bytes", "saving", "current_time", "of_files"])
+            return pd.DataFrame(columns=["name", "files", "bytes", "saving", "current_time", "expected_time",
+                                         "of_files"])
         totals = self.costs.assign(ds=datasets(self.costs["path"])).groupby("ds")["path"].size()
         g = c.assign(ds=datasets(c["path"])).groupby("ds").agg(
             files=("path", "size"), bytes=("size", "sum"), saving=("saving", "sum"),
-            current_time=("current_time", "sum")).reset_index().rename(columns={"ds": "name"})
+            current_time=("current_time", "sum"), expected_time=("expected_time", "sum")
+        ).reset_index().rename(columns={"ds": "name"})
         g["of_files"] = g["name"].map(totals)
         return g.sort_values("saving", ascending=False).reset_index(drop=True)
 
     def summary(self) -> str:
-        s, cur = self.saving(self.chosen), self.current_time
+        # the saving is out of the time the cost model expects now (never more than it)
+        s, cur = self.saving(self.chosen), self.expected_time
         b2 = self.saving(self.baselines["under_2mb"])
         lo, hi = self.saving_range(self.chosen)
         return (f"Stage {len(self.chosen)} files ({self.bytes(self.chosen) / 2**20:.1f} MiB of a "
                 f"{self.capacity / 2**20:.1f} MiB budget) on {self.fast_tier.label}: predicted input I/O time "
-                f"{human_time(cur)} -> {human_time(max(cur - s, 0.0))} ({100 * s / cur if cur else 0:.0f} % less; "
+                f"{human_time(cur)} -> {human_time(cur - s)} ({100 * s / cur if cur else 0:.0f} % less; "
                 f"saving {human_time(s)}, 95 % range {human_time(lo)}-{human_time(hi)}, confidence "
                 f"{self.confidence(self.chosen)}); the files-under-2-MB rule would save {human_time(b2)}.")
 
@@ -372,12 +382,13 @@ class Advice:
         return {
             "created": time.time(), "source": self.source, "granularity": self.granularity,
             "fast_tier": self.fast_tier.to_dict(), "capacity": self.capacity,
-            "current_time": self.current_time, "summary": self.summary(),
+            "current_time": self.current_time, "expected_time": self.expected_time, "summary": self.summary(),
             "predicted_saving": self.saving(self.chosen), "bytes": self.bytes(self.chosen),
             "predicted_saving_range": list(self.saving_range(self.chosen)),
             "confidence": self.confidence(self.chosen),
             "selection": [{"name": r.name, "files": int(r.files), "of_files": int(r.of_files),
-                           "bytes": int(r.bytes), "saving": float(r.saving)} for r in sel.itertuples()],
+                           "bytes": int(r.bytes), "saving": float(r.saving), "expected_time": float(r.expected_time),
+                           "current_time": float(r.current_time)} for r in sel.itertuples()],
             "files": [{"path": self.costs["path"].iat[i], "size": int(self.costs["size"].iat[i]),
                        "saving": float(self.costs["saving"].iat[i]),
                        "current_time": float(self.costs["current_time"].iat[i]),
@@ -385,25 +396,32 @@ class Advice:
             "baselines": {name: {"files": int(len(idx)), "bytes": self.bytes(idx), "saving": self.saving(idx)}
                           for name, idx in self.baselines.items()},
             "findings": [dataclasses.asdict(f) for f in self.findings],
+            "left_out": self.left_out, **({"plans": self.plans} if self.plans else {}),
         }
 
 
 def recommend(snap: Snapshot, fast: T.Tier, capacity: Optional[int] = None, *, tiers: Sequence[T.Tier] = (),
               granularity: str = "file", globs: Sequence[str] = (), steps: Optional[pd.DataFrame] = None,
-              source: str = "") -> Advice:
-    """The staging advice for the I/O in `snap` (see the module docstring)."""
+              step_files: Optional[pd.DataFrame] = None, source: str = "") -> Advice:
+    """The staging advice for the I/O in `snap` (see the module docstring);
+    only training input is staged (training_input.py: step_files, the step
+    series with paths, tells what was read inside training steps)."""
     if capacity is None:
         capacity = fast.capacity if fast.capacity is not None else 0
     if capacity <= 0:
         raise ValueError("the fast tier needs a capacity (free bytes) greater than zero")
     costs = file_costs(snap, fast, tiers)
+    why = TI.reasons(costs["path"], TI.read_in_steps(costs["path"], step_files))
+    costs["training_input"] = why == ""
+    values = np.where(_stageable(costs), costs["saving"].to_numpy(np.float64), 0.0) if len(costs) else np.zeros(0)
     if granularity == "dataset" and len(costs):
         ds = np.array(datasets(costs["path"], globs))
-        g = costs.assign(ds=ds).groupby("ds", sort=False).agg(size=("size", "sum"), saving=("saving", "sum"))
+        g = costs.assign(ds=ds, value=values).groupby("ds", sort=False).agg(size=("size", "sum"),
+                                                                            saving=("value", "sum"))
         picked = set(g.index[knapsack(g["size"].to_numpy(), g["saving"].to_numpy(), capacity)])
-        chosen = np.nonzero(np.isin(ds, list(picked)))[0]
+        chosen = np.nonzero(np.isin(ds, list(picked)) & costs["training_input"].to_numpy(bool))[0]
     elif granularity == "file":
-        chosen = knapsack(costs["size"].to_numpy(), costs["saving"].to_numpy(), capacity) if len(costs) \
+        chosen = knapsack(costs["size"].to_numpy(), values, capacity) if len(costs) \
             else np.zeros(0, dtype=np.int64)
     else:
         raise ValueError(f"granularity must be 'file' or 'dataset', not {granularity!r}")
@@ -411,34 +429,5 @@ def recommend(snap: Snapshot, fast: T.Tier, capacity: Optional[int] = None, *, t
     baselines = {"under_2mb": under_2mb(costs, capacity) if len(costs) else none,
                  "largest_time_first": largest_time_first(costs, capacity) if len(costs) else none}
     found = diagnose(snap, costs, steps) + [Finding(**f) for f in checkpoint_findings.findings(snap, fast, steps)]
-    return Advice(fast, capacity, costs, chosen, baselines, found, granularity, source)
-
-
-def compare_runs(before: Snapshot, after: Snapshot, mapping: Dict[str, str],
-                 predicted: Optional[float]) -> Dict:
-    """Predicted against achieved: the staged files' I/O time in the run
-    before (at their sources) and after (at their copies)."""
-    def io_time(snap, paths):
-        p = snap.posix[snap.posix["path"].isin(paths)]
-        return float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), int(p["POSIX_BYTES_READ"].sum())
-
-    def bandwidth(snap):
-        p = snap.posix[snap.posix["POSIX_READS"] > 0]
-        t = float(p["POSIX_F_READ_TIME"].sum())
-        return float(p["POSIX_BYTES_READ"].sum()) / t if t > 0 else 0.0
-
-    def read_in(snap, paths):
-        p = snap.posix[snap.posix["path"].isin(paths) & (snap.posix["POSIX_BYTES_READ"] > 0)]
-        return int(p["path"].nunique())
-
-    t_before, b_before = io_time(before, set(mapping))
-    t_after, b_after = io_time(after, set(mapping.values()))
-    achieved = t_before - t_after
-    predicted = float(predicted) if predicted is not None else None
-    return {"staged_files": len(mapping), "before_time": t_before, "after_time": t_after,
-            "bytes_before": b_before, "bytes_after": b_after,
-            "copies_read": read_in(after, set(mapping.values())),
-            "sources_read": read_in(after, set(mapping)),
-            "predicted_saving": predicted, "achieved_saving": achieved,
-            "achieved_over_predicted": achieved / predicted if predicted else None,
-            "bandwidth_before": bandwidth(before), "bandwidth_after": bandwidth(after)}
+    return Advice(fast, capacity, costs, chosen, baselines, found, granularity, source,
+                  TI.left_out(costs["path"].tolist(), costs["size"].to_numpy(), why))

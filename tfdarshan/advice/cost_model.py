@@ -33,7 +33,8 @@ from tfdarshan.capture.snapshot import Snapshot
 
 COLUMNS = ["path", "size", "tier", "opens", "stats", "reads", "bytes_read", "read_time", "meta_time",
            "current_time", "expected_time", "expected_low", "expected_high", "peers", "predicted_time",
-           "saving", "saving_low", "saving_high", "rereads", "on_fast_tier", "mmap_bytes", "mmap_priced"]
+           "saving", "saving_low", "saving_high", "rereads", "on_fast_tier", "meta_unit", "read_unit",
+           "mmap_bytes", "mmap_priced"]
 MAPPED_REQUEST = 128 * 1024
 
 
@@ -108,7 +109,7 @@ def _mapped_only_row(path: str, fast: T.Tier, tiers: Sequence[T.Tier]) -> dict:
             "expected_low": 0.0, "expected_high": 0.0, "peers": 0, "predicted_time": 0.0, "saving": 0.0,
             "saving_low": 0.0, "saving_high": 0.0, "rereads": 0.0,
             "on_fast_tier": prefix == "/" or path == prefix or path.startswith(prefix + "/"),
-            "mmap_bytes": 0, "mmap_priced": ""}
+            "meta_unit": 0.0, "read_unit": 0.0, "mmap_bytes": 0, "mmap_priced": ""}
 
 
 def _mount_bandwidth(measured: pd.DataFrame, mounts) -> dict:
@@ -140,7 +141,7 @@ def _measured_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier]) -> pd
     opens, stats, reads = (p[c].to_numpy(np.float64) for c in ("POSIX_OPENS", "POSIX_STATS", "POSIX_READS"))
     current = p["POSIX_F_READ_TIME"].to_numpy() + p["POSIX_F_META_TIME"].to_numpy()
     mounts = [M.Mount(m, t) for m, t in snap.meta.get("mounts") or []] or M.current()
-    expected, peers = _expected_now(p, opens + stats, reads, mounts)
+    expected, peers, units = _expected_now(p, opens + stats, reads, mounts)
     predicted = fast.time(opens, stats, reads, p["POSIX_BYTES_READ"].to_numpy())
     prefix = fast.path.rstrip("/") or "/"
     paths = p["path"].astype(object)
@@ -158,6 +159,8 @@ def _measured_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier]) -> pd
         "predicted_time": np.where(on_fast, expected["mid"], predicted),
         "saving": saving["mid"], "saving_low": saving["low"], "saving_high": saving["high"],
         "rereads": p["POSIX_BYTES_READ"].to_numpy() / np.maximum(sizes, 1), "on_fast_tier": on_fast,
+        # expected seconds per metadata call and per read: a part of the file's work costs its share
+        "meta_unit": units[0], "read_unit": units[1],
         "mmap_bytes": np.zeros(len(p), dtype=np.int64), "mmap_priced": "",
     }).reset_index(drop=True)
 
@@ -178,21 +181,24 @@ def _sizes(snap: Snapshot, p: pd.DataFrame) -> np.ndarray:
 
 
 def _expected_now(p: pd.DataFrame, meta_calls: np.ndarray, reads: np.ndarray, mounts):
-    """({"low", "mid", "high"} expected seconds per file, peers per file)."""
+    """({"low", "mid", "high"} expected seconds per file, peers per file,
+    (expected seconds per metadata call, per read) per file)."""
     mean_request = p["POSIX_BYTES_READ"].to_numpy(np.float64) / reads
     size_class = np.floor(np.log(np.maximum(mean_request, 1.0)) / np.log(4.0)).astype(np.int64)
     group = (pd.Series(M.points_of(p["path"], mounts), index=p.index).astype(str) + ":"
              + pd.Series(size_class, index=p.index).astype(str)).to_numpy()
     calls = np.maximum(meta_calls, 1.0)   # a file with no counted open or stat paid its metadata time per file
     out = {k: np.zeros(len(p)) for k in ("low", "mid", "high")}
+    units = []
     for unit, count in ((p["POSIX_F_META_TIME"].to_numpy() / calls, calls),
                         (p["POSIX_F_READ_TIME"].to_numpy() / reads, reads)):
         low, mid, high = _group_means(pd.Series(unit), group)
         out["low"] += count * low
         out["mid"] += count * mid
         out["high"] += count * high
+        units.append(mid)
     peers = pd.Series(group).map(pd.Series(group).value_counts()).to_numpy()
-    return out, peers
+    return out, peers, units
 
 
 def _group_means(unit: pd.Series, group: np.ndarray):

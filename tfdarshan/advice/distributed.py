@@ -13,6 +13,7 @@ import pandas as pd
 from tfdarshan.advice import tiers as T
 from tfdarshan.advice.advisor import Finding
 from tfdarshan.advice.file_table import human_bytes
+from tfdarshan.capture import mounts as M
 
 MIN_RANKS = 4               # fewer ranks: no median worth comparing against
 STRAGGLER_RATIO = 1.5       # input wait above 1.5x the median rank's ...
@@ -28,20 +29,31 @@ SHARED_FS = ("nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "ceph", 
              "orangefs", "pvfs2", "cvfs", "dvs", "fuse")
 
 
-def rank_findings(tables: Dict[str, pd.DataFrame], tiers: Sequence[T.Tier] = ()) -> List[Finding]:
-    """The four findings that need several ranks (empty for fewer than MIN_RANKS)."""
+PER_NODE = "tfdarshan recommend --per-node"
+
+
+def rank_findings(tables: Dict[str, pd.DataFrame], tiers: Sequence[T.Tier] = (), *,
+                  per_node: bool = False) -> List[Finding]:
+    """The four findings that need several ranks (empty for fewer than
+    MIN_RANKS). per_node: they go with the per-node plans, which they then
+    point at rather than at the command that made them."""
     ranks = tables["ranks"]
     if len(ranks) < MIN_RANKS:
         return []
     out = [stragglers(ranks, tables["rank_mounts"]), hot_spot(tables["files"], len(ranks)), imbalance(ranks)]
     out += storms(ranks, tables["rank_mounts"], tiers)
-    return [f for f in out if f is not None]
+    out = [f for f in out if f is not None]
+    if per_node:
+        for f in out:
+            f.suggestion = f.suggestion.replace(f"({PER_NODE} puts it in every node's plan)", "(see the per-node "
+                                                "plans above)").replace(PER_NODE, "the per-node plans above")
+    return out
 
 
 def main_mounts(rank_mounts: pd.DataFrame) -> pd.DataFrame:
     """Per rank, the mount where it spent the most I/O time, with that mount's
     bytes and time for the rank."""
-    rm = rank_mounts[rank_mounts["io_time"] > 0]
+    rm = rank_mounts[(rank_mounts["io_time"] > 0) & (rank_mounts["mount"] != M.STREAMS)]
     return rm.loc[rm.groupby("rank")["io_time"].idxmax()].set_index("rank")
 
 

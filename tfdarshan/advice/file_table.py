@@ -119,7 +119,8 @@ def tiers_of(paths: pd.Series, mounts) -> list:
     import os
     dirs = paths.map(os.path.dirname)
     label = {d: M.label(d + "/", mounts) for d in dirs.unique()}
-    return dirs.map(label).tolist()
+    out = dirs.map(label)
+    return out.where(~paths.isin(M.STREAM_PATHS), M.STREAMS).tolist()
 
 
 def human_bytes(n: float) -> str:

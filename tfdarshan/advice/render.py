@@ -15,12 +15,16 @@ from tfdarshan.advice.per_node import NodePlans
 
 def render_text(a: Advice) -> str:
     lines = [a.summary(), ""]
+    if a.plans:
+        lines += [a.plans["report"], ""]
     sel = a.selection()
     if len(sel):
-        lines.append("What to stage (grouped by dataset):")
+        lines.append("What to stage (grouped by dataset; each saving is out of the group's I/O time as the cost "
+                     "model expects it, with the measured time beside it):")
         for r in sel.itertuples():
             lines.append(f"  {r.name}: {r.files} of {r.of_files} files, {human_bytes(r.bytes)}, "
-                         f"saves {human_time(r.saving)} of {human_time(r.current_time)}")
+                         f"saves {human_time(r.saving)} of {human_time(r.expected_time)} "
+                         f"(measured {human_time(r.current_time)})")
     else:
         lines.append("Nothing worth staging: no file would read faster on the fast tier within the budget.")
     lines.append("")
@@ -31,7 +35,18 @@ def render_text(a: Advice) -> str:
         lines.append(f"  {label}: {len(idx)} files, {human_bytes(a.bytes(idx))}, saves {human_time(a.saving(idx))}")
     lines.append(f"  this recommendation: {len(a.chosen)} files, {human_bytes(a.bytes(a.chosen))}, "
                  f"saves {human_time(a.saving(a.chosen))}")
-    return "\n".join(lines + findings_text(a.findings))
+    return "\n".join(lines + left_out_text(a.left_out) + findings_text(a.findings))
+
+
+def left_out_text(left) -> list:
+    """What staging did not consider, and why."""
+    if not left:
+        return []
+    lines = ["", "Left out (not training input):"]
+    for x in left:
+        lines.append(f"  {x['files']} file{'s' if x['files'] != 1 else ''}, {human_bytes(x['bytes'])}: {x['reason']} "
+                     f"(e.g. {', '.join(x['examples'])})")
+    return lines
 
 
 def findings_text(findings) -> list:

@@ -28,6 +28,8 @@ from tfdarshan.analysis.engine import engine
 
 TABLES = ("files", "ranks", "steps", "mounts", "rank_mounts")
 SKIPPED = "skipped.json"        # the logs left out as unreadable, and why
+# the tables' layout: tables of another version are built again
+VERSION = "3"
 
 
 def rank_logs(session_dir: pathlib.Path) -> List[pathlib.Path]:
@@ -60,9 +62,11 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
                   for name, schema in (("files", tables.FILE_ROWS), ("ranks", tables.RANK_ROWS),
                                        ("steps", tables.STEP_ROWS), ("mounts", tables.MOUNT_ROWS))}
         per_file = _per_file(frames["files"], len(logs))
+        # a file several ranks read is one file of its mount: distinct paths, not the ranks' counts summed
+        distinct = per_file.groupby("mount")["path"].count().rename("files")
         per_mount = frames["mounts"].groupby("mount").agg(
-            {"fstype": "first", "files": "sum", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
-             "opens": "sum"}).reset_index()
+            {"fstype": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
+             "opens": "sum"}).join(distinct).reset_index()
         tmp = out.with_name(out.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
         written = {}
@@ -77,6 +81,7 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
             shutil.rmtree(tmp, ignore_errors=True)
             raise TfdarshanError(f"{session_dir}: no readable log; {skipping.warning_line(skipped)}")
         (tmp / SKIPPED).write_text(json.dumps(skipped))
+        (tmp / "VERSION").write_text(VERSION)
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)                     # a reader never sees half the tables
     return {"where": where, "ranks": len(logs) - len(skipped), "skipped": skipped, "recovered": recovered,
@@ -111,16 +116,16 @@ def _per_file(files, logs: int):
 
 def _per_file_part(files: pd.DataFrame) -> pd.DataFrame:
     per_rank = files.groupby(["path", "rank"], as_index=False).agg(
-        {"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"})
+        {"mount": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"})
     per_rank["bytes"] = per_rank["bytes_read"] + per_rank["bytes_written"]
     g = per_rank.groupby("path")
-    totals = g.agg({"bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum",
-                    "rank": "count"}).rename(columns={"rank": "ranks"})
+    totals = g.agg({"mount": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
+                    "opens": "sum", "rank": "count"}).rename(columns={"rank": "ranks"})
     spread = g.agg({"bytes": ["min", "median", "max"], "io_time": ["min", "median", "max"]})
     spread.columns = [f"{c}_{s}" for c, s in spread.columns]
     # string[pyarrow]: what Dask makes of text columns elsewhere, and what its parquet writer can infer
-    return totals.join(spread).reset_index().astype({"path": "string[pyarrow]", "bytes_median": "float64",
-                                                     "io_time_median": "float64"})
+    return totals.join(spread).reset_index().astype({"path": "string[pyarrow]", "mount": "string[pyarrow]",
+                                                     "bytes_median": "float64", "io_time_median": "float64"})
 
 
 def ensure_tables(session_dir, *, scheduler: Optional[str] = None) -> pathlib.Path:
@@ -129,7 +134,8 @@ def ensure_tables(session_dir, *, scheduler: Optional[str] = None) -> pathlib.Pa
     d = pathlib.Path(session_dir) / "analysis"
     newest = max((p.stat().st_mtime for p in rank_logs(session_dir)), default=0.0)
     try:
-        fresh = all((d / n).exists() for n in (*TABLES, SKIPPED)) and d.stat().st_mtime >= newest
+        fresh = all((d / n).exists() for n in (*TABLES, SKIPPED)) and d.stat().st_mtime >= newest \
+            and (d / "VERSION").read_text() == VERSION
     except OSError:
         fresh = False
     if not fresh:

@@ -154,7 +154,8 @@ def live_totals() -> dict:
     if lib.tfd_live(out) != 0:
         return {}
     return {k: getattr(out, k) for k in
-            ("bytes_read", "bytes_written", "reads", "writes", "opens", "io_ticks", "files")}
+            ("bytes_read", "bytes_written", "reads", "writes", "opens", "io_ticks", "files", "excluded_read",
+             "excluded_written")}
 
 
 def followed_mappings() -> int:

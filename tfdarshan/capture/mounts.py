@@ -7,6 +7,10 @@ from typing import Callable, Dict, Iterable, List, Optional, TypeVar
 
 T = TypeVar("T")
 
+# Darshan's records of the standard streams are on no storage: their "tier"
+STREAM_PATHS = ("<STDIN>", "<STDOUT>", "<STDERR>")
+STREAMS = "standard streams"
+
 
 @dataclasses.dataclass(frozen=True)
 class Mount:

@@ -89,6 +89,11 @@ class Snapshot:
     _extremes: Optional[ExtremesSource] = dataclasses.field(default=None, repr=False)
     _heat: pd.DataFrame = dataclasses.field(default_factory=H.empty, repr=False)
 
+    def __post_init__(self):
+        # an extra table from before the kernel-side columns (or built by hand) gets them, as zeros
+        if list(self._extra.columns) != EXTRA_COLUMNS:
+            object.__setattr__(self, "_extra", extra_frame(self._extra))
+
     # DataFrames are handed out as shallow copies: with copy-on-write a
     # caller's edits never reach the snapshot.
     @property

@@ -24,7 +24,8 @@ def run(args: argparse.Namespace) -> int:
     import pathlib
     from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
     from tfdarshan.capture import live
-    from tfdarshan.logs import live_log, skipping
+    from tfdarshan.capture import mounts as M
+    from tfdarshan.logs import input_wait, live_log, skipping
     from tfdarshan.logs.logdir import pick_session
     src = pathlib.Path(args.source)
     if not src.is_dir():
@@ -52,8 +53,11 @@ def run(args: argparse.Namespace) -> int:
           f"{session_dir / 'analysis'}")
     waits = ranks.dropna(subset=["input_wait"])
     if len(waits):
-        print("ranks waiting longest on file I/O (share of step time): " + ", ".join(
+        print(f"ranks waiting longest on file I/O ({input_wait.LABEL}, {input_wait.CAPPED}): " + ", ".join(
             f"rank {int(x.rank)} {100 * x.input_wait:.1f} %" for x in waits.head(5).itertuples()))
-    print(f"most shared file: {files.sort_values('ranks').iloc[-1]['path']} "
-          f"({int(files['ranks'].max())} of {r['ranks']} ranks)" if len(files) else "no files", file=sys.stdout)
+    # the most shared file that moved data (every rank has <STDERR>, and opens lock files)
+    moved = files[(files["bytes_read"] + files["bytes_written"] > 0) & ~files["path"].isin(M.STREAM_PATHS)]
+    top = (moved if len(moved) else files).sort_values(["ranks", "bytes_read"]).tail(1)
+    print(f"most shared file: {top['path'].iat[0]} ({int(top['ranks'].iat[0])} of {r['ranks']} ranks)"
+          if len(top) else "no files", file=sys.stdout)
     return 0

@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     import tfdarshan  # noqa: F401  (importing it hooks the TensorFlow profiler)
     from tfdarshan.advice import file_table as report
     from tfdarshan.logs.logdir import find_sessions, load_snapshot, load_steps
+    from tfdarshan.logs.series import NOT_STEPS
 
     root = pathlib.Path(args.logdir).resolve()
     data, tb = root / "data", root / "tensorboard"
@@ -102,17 +103,21 @@ def run(args: argparse.Namespace) -> int:
     print("\nper-step input I/O:")
     for r in steps.itertuples():
         io = r.read_time + r.meta_time
-        print(f"  step {r.step}: {report.human_bytes(r.bytes_read)} in {r.reads} reads from {r.files} files, "
-              f"{io * 1e3:.1f} ms in I/O calls, step took {(r.end - r.start) * 1e3:.1f} ms")
+        name = f"step {r.step}" if r.step >= 0 else NOT_STEPS.get(r.step, f"entry {r.step}")
+        print(f"  {name}: {report.human_bytes(r.bytes_read)} in {r.reads} reads from {r.files} files, "
+              f"{io * 1e3:.1f} ms in I/O calls, took {(r.end - r.start) * 1e3:.1f} ms")
     print("\nper-file table of the profiled steps (busiest first):")
     print(report.render_text(report.file_table(snap), limit=10))
     import json
     cov = json.loads((session.directory / f"{session.hosts[0]}.coverage.json").read_text()) \
         if (session.directory / f"{session.hosts[0]}.coverage.json").exists() else None
     if cov and cov.get("share") is not None:
-        print(f"coverage: these counters hold {100 * cov['share']:.0f} % of the bytes the kernel counted for "
-              f"the process in the window (the rest: pipes, sockets, excluded files, direct system calls; see "
-              f"tfdarshan.capture.coverage.BLIND_SPOTS)")
+        excluded = cov.get("excluded_bytes")
+        print(f"coverage: these counters hold {100 * cov['share']:.0f} % of the data I/O the kernel counted for "
+              f"the process in the window"
+              + (f" ({report.human_bytes(excluded)} on paths excluded by design, imports and libraries, counted "
+                 f"apart; {report.human_bytes(cov.get('unseen_bytes') or 0)} unseen: pipes, sockets, direct "
+                 f"system calls)" if excluded is not None else ""))
 
     # staging advice: /dev/shm as the fast tier, a budget of 10 % of the bytes read
     from tfdarshan.advice import render as advice_report, advisor, tiers

@@ -52,20 +52,32 @@ def add_parser(sub) -> None:
     p.add_argument("--per-node", action="store_true",
                    help="a plan per node (host) of a multi-rank session, from its ranks' reads; --capacity is "
                         "per node; compares with one set replicated on every node")
+    p.add_argument("--objective", choices=["critical-path", "total"],
+                   help="what the plan minimises: the slowest rank's I/O time, step by step (critical-path, the "
+                        "default for a session of several ranks: a synchronous step waits for its slowest rank), "
+                        "or the I/O time summed over ranks and threads (total, the default for one process)")
     p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"), type=path_arg,
-                   help="predicted vs achieved saving of an earlier recommendation")
+                   help="a run before staging against one after it: step, training and window time, and the "
+                        "staged files' I/O time against the prediction (log directories, session directories "
+                        "or logs)")
     p.set_defaults(handler=run)
 
 
 def load_source(source: str, session: str = None):
-    """(snapshot, steps, session directory, which session) for a log or a
-    logdir (the last two None for a log)."""
+    """(snapshot, steps, session directory, which session) for a log, a
+    logdir or a session directory (the last two None for a log)."""
+    return _load(source, session)[:4]
+
+
+def _load(source: str, session: str = None):
+    """load_source's four, then the step series' per-file rows and the Session."""
     from tfdarshan.logs.darshan_log import read_darshan_log
     from tfdarshan.logs import skipping
-    from tfdarshan.logs.logdir import load_snapshot, load_steps, pick_session
+    from tfdarshan.logs.logdir import load_snapshot, load_steps, pick_session, session_at
     path = pathlib.Path(source)
     if path.is_dir():
-        s, count = pick_session(path, session)
+        here = None if session else session_at(path)
+        s, count = (here, 1) if here else pick_session(path, session)
         others = f"; the newest of {count}, --session picks another" if count > 1 else ""
         snap = load_snapshot(s)
         skipped = snap.meta["skipped_logs"]
@@ -74,10 +86,11 @@ def load_source(source: str, session: str = None):
                   f"{f'; {len(skipped)} unreadable log skipped' if skipped else ''})")
         if skipped:
             print(f"tfdarshan recommend: {skipping.warning_line(skipped)}", file=sys.stderr)
-        return snap, load_steps(s, skipped=skipped)[0], s.directory, picked
+        steps, step_files = load_steps(s, skipped=skipped)
+        return snap, steps, s.directory, picked, step_files, s
     if session:
         raise TfdarshanError(f"--session {session}: {path} is a log, not a log directory")
-    return read_darshan_log(path), None, None, None
+    return read_darshan_log(path), None, None, None, None, None
 
 
 def fast_tier(path: str, toml_files):
@@ -138,15 +151,23 @@ def run(args: argparse.Namespace) -> int:
         return per_node(args, capacity)
     from tfdarshan.advice import render as advice_report, advisor
     from tfdarshan.advice.stager import make_manifest
-    snap, steps, session_dir, picked = load_source(args.source, args.session)
+    snap, steps, session_dir, picked, step_files, session = _load(args.source, args.session)
     tier = fast_tier(args.fast_tier, args.tiers)
     cap = capacity_of(capacity, snap, tier)
     # the known tiers price what no call measured (reads through mmap)
     from tfdarshan.advice import tiers as T
     advice = advisor.recommend(snap, tier, cap, granularity=args.granularity, globs=args.dataset,
-                               steps=steps, source=str(args.source), tiers=T.load(args.tiers))
+                               steps=steps, step_files=step_files, source=str(args.source),
+                               tiers=T.load(args.tiers))
     if snap.meta.get("skipped_logs"):
         advice.findings.append(skipped_finding(snap.meta["skipped_logs"], snap.meta.get("processes", 1)))
+    ranked = session is not None and sum(".rank" in h for h in session.hosts) > 1
+    if args.objective == "critical-path" and not ranked:
+        raise TfdarshanError("--objective critical-path plans for a session of several ranks; this one has one "
+                             "process (its plan is the total one)")
+    if ranked and args.granularity == "file":
+        job_plans(advice, step_files if step_files is not None and len(step_files) else
+                  window_files(session), args.objective or "critical-path")
     if session_dir is not None:
         advice.findings.extend(rank_findings(session_dir, args.tiers))
     text = {"text": advice_report.render_text, "json": advice_report.render_json,
@@ -166,6 +187,33 @@ def run(args: argparse.Namespace) -> int:
     if picked:
         print(f"tfdarshan recommend: read {picked}", file=sys.stderr)
     return 0
+
+
+def window_files(session):
+    """Without step series (imported logs): each rank's window as one step,
+    from its own log, in the step series' columns."""
+    import pandas as pd
+    from tfdarshan.logs.logdir import load_snapshot
+    from tfdarshan.logs.series import WINDOW_STEP
+    parts = []
+    for host in session.hosts:
+        p = load_snapshot(session, host).posix
+        parts.append(pd.DataFrame({"step": WINDOW_STEP, "host": host, "module": "POSIX", "path": p["path"],
+                                   "opens": p["POSIX_OPENS"], "stats": p["POSIX_STATS"], "reads": p["POSIX_READS"]}))
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def job_plans(advice, step_files, objective: str) -> None:
+    """A multi-rank session: both plans (critical_path.py), the objective's staged."""
+    from tfdarshan.advice import critical_path as CP
+    if step_files is None or step_files.empty:
+        return
+    costs = advice.costs
+    stageable = (costs["training_input"] & ~costs["on_fast_tier"]).to_numpy(bool)
+    plans = CP.plan(costs, CP.cells_of(costs, step_files), stageable, advice.capacity, advice.chosen, objective)
+    advice.chosen = plans.pop("chosen")
+    plans["report"] = CP.report(plans)
+    advice.plans = plans
 
 
 def emit(args: argparse.Namespace, text: str) -> None:
@@ -189,13 +237,13 @@ def skipped_finding(skipped, read: int):
                    {"skipped_logs": list(skipped)})
 
 
-def rank_findings(session_dir, toml_files):
+def rank_findings(session_dir, toml_files, per_node: bool = False):
     """Stragglers, hot spot, imbalance and storms, for a session of several ranks."""
     from tfdarshan.advice import distributed, tiers as T
     from tfdarshan.analysis.analyze import rank_logs, tables_of
     if len(rank_logs(session_dir)) < distributed.MIN_RANKS:
         return []
-    return distributed.rank_findings(tables_of(session_dir), T.load(toml_files))
+    return distributed.rank_findings(tables_of(session_dir), T.load(toml_files), per_node=per_node)
 
 
 def per_node(args: argparse.Namespace, capacity) -> int:
@@ -203,12 +251,12 @@ def per_node(args: argparse.Namespace, capacity) -> int:
     from tfdarshan.advice import per_node as P, render as advice_report
     from tfdarshan.advice.stager import make_node_manifest
     from tfdarshan.analysis.analyze import tables_of
-    from tfdarshan.logs.logdir import load_snapshot, pick_session
+    from tfdarshan.logs.logdir import load_snapshot, pick_session, session_at
     if not os.path.isdir(args.source):
         raise TfdarshanError(f"--per-node: {args.source} is a log; give the log directory of a multi-rank session")
     if args.format == "html":
         raise TfdarshanError("--per-node reports as text or json")
-    session, _ = pick_session(args.source, args.session)
+    session = (None if args.session else session_at(args.source)) or pick_session(args.source, args.session)[0]
     ranks = tables_of(session.directory)["ranks"]
     tier = fast_tier(args.fast_tier, args.tiers)
     snaps, caps = {}, {}
@@ -216,7 +264,7 @@ def per_node(args: argparse.Namespace, capacity) -> int:
         snaps[host] = load_snapshot(session, stems=list(g["log"]))
         caps[host] = capacity_of(capacity, snaps[host], tier)
     plans = P.plan(snaps, tier, caps, ranks.groupby("host").size().to_dict())
-    findings = rank_findings(session.directory, args.tiers)
+    findings = rank_findings(session.directory, args.tiers, per_node=True)
     if args.format == "json":
         import dataclasses
         text = json.dumps({**plans.to_dict(), "findings": [dataclasses.asdict(f) for f in findings]}, indent=1)
@@ -236,35 +284,52 @@ def per_node(args: argparse.Namespace, capacity) -> int:
 
 
 def compare(args: argparse.Namespace) -> int:
-    """Predicted against achieved, for the manifest that was staged. Exit 2
-    when AFTER read none of the staged copies, 1 when it read some files
-    from their sources instead."""
-    from tfdarshan.advice.advisor import compare_runs
-    from tfdarshan.advice.file_table import human_time
+    """A run before staging against one after it: step, training and
+    window time first, then the staged files' I/O time against the
+    prediction. Exit 2 when AFTER read none of the staged copies, 1 when it
+    read some files from their sources instead."""
+    from tfdarshan.advice.compare import compare_runs, compare_wall, wall_times
     from tfdarshan.advice.stager import load_manifest, staged_manifest_of
-    before, _, before_dir, _ = load_source(args.compare[0], args.session)
-    after, _, _, _ = load_source(args.compare[1])
+    before, steps_before, before_dir, _ = load_source(args.compare[0], args.session)
+    after, steps_after, _, _ = load_source(args.compare[1])
     m = load_manifest(args.manifest) if args.manifest else staged_manifest_of(before_dir, args.compare[0])
     mapping = {e["source"]: e["destination"] for e in m["entries"]}
     predicted = (m.get("advice") or {}).get("predicted_saving")
     r = compare_runs(before, after, mapping, predicted)
+    r["wall"] = compare_wall(wall_times(before, steps_before), wall_times(after, steps_after))
     n = r["staged_files"]
     if r["copies_read"] == 0:
         raise TfdarshanError(
             f"AFTER ({args.compare[1]}) read none of the {n} staged copies"
             + (f" but {r['sources_read']} of their sources" if r["sources_read"] else "")
             + ": nothing to compare. Did its input pipeline use tfdarshan.staged_paths()?")
-    if args.format == "json":
-        print(json.dumps(r, indent=1))
-    else:
-        ratio = (f"{r['achieved_over_predicted']:.2f} of the prediction of {human_time(r['predicted_saving'])}"
-                 if r["predicted_saving"] is not None else "the manifest holds no prediction")
-        print(f"staged files: I/O time {human_time(r['before_time'])} before, {human_time(r['after_time'])} "
-              f"after ({r['copies_read']} of {n} copies read); achieved saving "
-              f"{human_time(r['achieved_saving'])}, {ratio}; input bandwidth "
-              f"{r['bandwidth_before'] / 2**20:.0f} -> {r['bandwidth_after'] / 2**20:.0f} MiB/s")
+    print(json.dumps(r, indent=1) if args.format == "json" else compare_text(r))
     if r["sources_read"]:
         print(f"tfdarshan recommend: warning: AFTER read {r['sources_read']} of the {n} staged files from "
               f"their sources, not their copies; the saving above covers the copies only", file=sys.stderr)
         return 1
     return 0
+
+
+def compare_text(r) -> str:
+    """--compare in words: what the user waits for, then the I/O time."""
+    from tfdarshan.advice.file_table import human_time
+    w = r["wall"]
+
+    def change(k, what):
+        b, a, c = w[k]["before"], w[k]["after"], w[k]["change"]
+        if b is None or a is None:
+            return f"{what}: unknown (no step markers in {'BEFORE' if b is None else 'AFTER'})"
+        return f"{what} {human_time(b)} -> {human_time(a)} ({100 * c:+.0f} %)" if c is not None else \
+            f"{what} {human_time(b)} -> {human_time(a)}"
+    steps = w["steps"]
+    lines = [change("step_time", "step time (median step; each step's slowest process)"),
+             change("training_time", f"training time (all steps: {steps['before']} before, {steps['after']} after)"),
+             change("window_time", "window (the whole profiled span)")]
+    ratio = (f"{r['achieved_over_predicted']:.2f} of the prediction of {human_time(r['predicted_saving'])}"
+             if r["predicted_saving"] is not None else "the manifest holds no prediction")
+    lines.append(f"staged files' I/O time, summed over threads and ranks (it can exceed the wall time it overlaps): "
+                 f"{human_time(r['before_time'])} before, {human_time(r['after_time'])} after "
+                 f"({r['copies_read']} of {r['staged_files']} copies read); saved {human_time(r['achieved_saving'])}, "
+                 f"{ratio}; input bandwidth {r['bandwidth_before'] / 2**20:.0f} -> {r['bandwidth_after'] / 2**20:.0f} MiB/s")
+    return "\n".join(lines)

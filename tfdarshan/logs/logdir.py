@@ -62,6 +62,18 @@ def find_sessions(logdir) -> List[Session]:
             for (run, name, d), h in sorted(sessions.items())]
 
 
+def session_at(directory) -> Optional[Session]:
+    """The session a directory is itself (it holds <host>.darshan logs), or
+    None: commands given a session directory read it as it is."""
+    d = pathlib.Path(directory)
+    logs = sorted(p.name for p in d.glob("*.darshan"))
+    hosts = [n[: -len(".darshan")] for n in logs if not joblog.is_job_log(n)]
+    if not hosts:
+        return None
+    job = next((n for n in logs if joblog.is_job_log(n)), None)
+    return Session(".", d.name, d, tuple(sorted(hosts, key=_process_order)), job)
+
+
 def pick_session(logdir, name: Optional[str] = None):
     """(the session named `name`, else the newest, and how many there are);
     TfdarshanError when there is none."""

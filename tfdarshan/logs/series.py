@@ -23,6 +23,12 @@ TIME_FIELDS = ("read_time", "write_time", "meta_time", *K.SERIES_TIME_FIELDS)
 OPTIONAL_FIELDS = tuple(K.SERIES)
 
 STEP_COLUMNS = ["step", "start", "end", "files", *FIELDS]
+# step labels that are not training steps: a window without step markers is
+# one entry; a window with them has its set-up (before the first step
+# began) and its wind-down (after the last step ended) apart
+WINDOW_STEP, SETUP_STEP, AFTER_STEPS = -1, -2, -3
+NOT_STEPS = {WINDOW_STEP: "the window (no step markers)", SETUP_STEP: "set-up, before the first step",
+             AFTER_STEPS: "after the last step"}
 # optional (older series lack it): the step the window's end cut short, whose
 # duration may include profiler shutdown
 CUT_COLUMN = "cut_by_window_end"

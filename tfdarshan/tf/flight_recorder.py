@@ -270,7 +270,9 @@ class FlightRecorder:
             meta["suppressed_before"] = ", ".join(f"{n} {k}" for k, n in sorted(since.items()))
         with self._lock:
             n = len(self.dumps) + 1
-        wall = time.time() - (_native.now_ticks() - first) / hz
+        # named by when it was dumped (the window's end), not by its start, which
+        # is the recorder's start as long as the ring holds everything since then
+        wall = time.time() - (_native.now_ticks() - end) / hz
         run_dir = session_root(self.logdir, beside_xprof=False) / \
             f"{session_mod.run_directory_name(wall)}_flight_{os.getpid()}_{n}"
         session = session_mod.ProfileSession.of_window(RECORDER, snap, steps_df, files_df, label=SOURCE)

@@ -3,9 +3,13 @@
 A StepSeries listens to the recorder's collects while a profiling window is
 open. Step markers (Keras batches, `Trace(step_num=...)`, `tfdarshan.step`)
 close an interval; its per-file deltas go to the step that was running, or,
-for I/O between steps (prefetching), to the step that starts next. The
-steps of a window therefore add up to the window exactly. Work per step is
-proportional to the files touched in that step."""
+for I/O between steps (prefetching), to the step that starts next. What
+happens before the first step begins (imports, MPI_Init, building the model
+and the pipeline) is the set-up, and what follows the last step's end the
+wind-down: each is an entry of its own (series.SETUP_STEP, AFTER_STEPS), so
+a step's time is only ever its own batch. The entries of a window add up to
+the window exactly. Work per step is proportional to the files touched in
+that step."""
 from __future__ import annotations
 
 import threading
@@ -15,10 +19,10 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.capture import _native
-from tfdarshan.logs.series import CUT_COLUMN, FIELDS, FILE_COLUMNS, STEP_COLUMNS, TIME_FIELDS  # noqa: F401
+from tfdarshan.logs.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, SETUP_STEP,  # noqa: F401
+                                   STEP_COLUMNS, TIME_FIELDS, WINDOW_STEP)
 
 R = _native.ROW_INDEX
-WINDOW_STEP = -1   # the step label of I/O in a window without step markers
 
 _lock = threading.Lock()
 _series: "List[StepSeries]" = []
@@ -53,10 +57,11 @@ class StepSeries:
         self._rec = recorder
         self._clock = recorder._clock or _native.clock()
         self._pending: List[np.ndarray] = []     # per-file deltas not yet given a step
-        self._pending_start: Optional[int] = None
+        # the window opened just before: the set-up (or a window without
+        # steps) starts here, not at the first collect, which may come late
+        self._pending_start: int = _native.now_ticks()
         self._open: Optional[int] = None
-        self._closed_at: Optional[int] = None
-        self._origin_ticks: Optional[int] = None
+        self._began = False              # has any step begun?
         self._steps: List[dict] = []
         self._files: List[np.ndarray] = []
         self.source = source
@@ -68,8 +73,6 @@ class StepSeries:
 
     # -------------------------------------------------------- recorder side
     def _on_interval(self, interval) -> None:
-        if self._origin_ticks is None:
-            self._origin_ticks = interval.now_ticks
         if len(interval.index) == 0:
             return
         rows = step_rows(interval.index, interval.before, interval.after)
@@ -79,7 +82,7 @@ class StepSeries:
     def _flush(self, step: int) -> None:
         """Give what accumulated since the last boundary to `step`."""
         now = _native.now_ticks()
-        start = self._pending_start if self._pending_start is not None else self._origin_ticks or now
+        start = self._pending_start
         rows = np.concatenate(self._pending) if self._pending else np.zeros((0, 2 + len(FIELDS)), dtype=np.int64)
         self._pending = []
         self._pending_start = now
@@ -100,7 +103,8 @@ class StepSeries:
         # the step's totals, once, for tfdarshan.stats()
         totals = entry.get("totals", np.zeros(len(FIELDS), dtype=np.int64))
         entry["totals"] = totals + (rows[:, 2:].sum(axis=0) if len(rows) else 0)
-        self.last_step = entry
+        if step >= 0:
+            self.last_step = entry
 
     # --------------------------------------------------------- step markers
     def begin(self, step: int) -> None:
@@ -108,6 +112,9 @@ class StepSeries:
             self._rec.collect()
             if self._open is not None:
                 self._flush(self._open)      # a step that never ended
+            if not self._began:
+                self._flush(SETUP_STEP)      # everything before the first step is set-up
+                self._began = True
             self._flush(step)                # I/O since the last step belongs to this one
             self._open = step
 
@@ -119,7 +126,8 @@ class StepSeries:
 
     def finish(self) -> None:
         """Called after the window's last collect: leftovers go to the open
-        or last step (or to the window as a whole when there were none)."""
+        step, else to the wind-down after the last step (or to the window as
+        a whole when no step began)."""
         self._rec.remove_listener(self._on_interval)
         with _lock:
             if self in _series:
@@ -128,10 +136,10 @@ class StepSeries:
         # is the window's, and may hold profiler shutdown work (Keras' trace
         # export runs before the batch-end marker reaches us)
         self.cut_step = self._open
-        if self._pending or not self._steps:
-            label = self._open if self._open is not None else (
-                self._steps[-1]["step"] if self._steps else WINDOW_STEP)
-            self._flush(label)
+        if self._open is not None:
+            self._flush(self._open)
+        else:
+            self._flush(AFTER_STEPS if self._began else WINDOW_STEP)
 
     def cancel(self) -> None:
         self._rec.remove_listener(self._on_interval)

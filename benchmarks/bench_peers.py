@@ -1,0 +1,189 @@
+"""Side by side with a peer: what each profiler adds to one call.
+
+    python benchmarks/bench_peers.py [--rounds 7] [--calls 100000]
+
+One interleaved run of separate processes: each round runs every
+configuration once, in a shuffled order, each in a fresh interpreter that
+calls libc through a library's GOT (benchmarks/hotloop.c), as a data
+loader's C++ code does:
+
+  plain            nothing attached
+  dftracer         DFTracer's preload library (`pip install 'tfdarshan[peers]'`),
+                   under LD_PRELOAD, tracing the data directory; it writes
+                   a trace event for every call
+  tfdarshan        tfdarshan.attach(): Darshan's counters
+  tfdarshan+trace  attached with the per-operation trace (DXT)
+
+Two calls: a buffered 64-byte fread (libc serves 63 of every 64 from the
+FILE buffer, so no system call hides the wrapper) and a cached 4 KiB pread.
+A process times --repeats loops of --calls calls of each and reports the
+median; a round's added cost is its figure minus the same round's plain
+one. Printed per configuration and call: ns per call and added ns (medians
+over the rounds, each with the 95 % bootstrap interval of the median), and
+the ratio to plain. Each process checks it was really profiled: tfdarshan
+counted every call, DFTracer's trace holds an event per call."""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gzip
+import json
+import os
+import pathlib
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_ring import median_interval  # noqa: E402
+
+CONFIGS = ("plain", "dftracer", "tfdarshan", "tfdarshan+trace")
+CALLS = ("fread", "pread")
+
+
+def dftracer_library():
+    """DFTracer's preload library from the installed package, or None."""
+    import importlib.util
+    spec = importlib.util.find_spec("dftracer")
+    if not spec or not spec.submodule_search_locations:
+        return None
+    for d in spec.submodule_search_locations:
+        for sub in ("lib64", "lib"):
+            so = pathlib.Path(d) / sub / "libdftracer_preload.so"
+            if so.exists():
+                return so
+    return None
+
+
+def child(args) -> int:
+    """One process of one configuration: prints {"fread": ns, "pread": ns}."""
+    lib = ctypes.CDLL(args.lib)
+    libc = ctypes.CDLL(None)
+    L, P, I, S = ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p
+    lib.fread_loop.argtypes, lib.fread_loop.restype = [P, L, L], L
+    lib.pread_loop.argtypes, lib.pread_loop.restype = [I, L, L], L
+    lib.open_stream.argtypes, lib.open_stream.restype = [S], P
+    lib.open_fd.argtypes, lib.open_fd.restype = [S], I
+    libc.rewind.argtypes = [P]          # called directly, not through a profiled GOT
+    if args.child.startswith("tfdarshan"):
+        import tfdarshan
+        tfdarshan.attach(trace=args.child == "tfdarshan+trace")
+    data = args.data.encode()
+    f, fd = lib.open_stream(data), lib.open_fd(data)
+    if not f or fd < 0:
+        print(f"cannot open {args.data}", file=sys.stderr)
+        return 1
+    timed = {"fread": lambda: lib.fread_loop(f, args.calls, 64), "pread": lambda: lib.pread_loop(fd, args.calls, 4096)}
+    got = {}
+    for name in CALLS:
+        samples = []
+        for i in range(args.repeats + 1):          # the first loop warms up
+            libc.rewind(f)
+            t = time.perf_counter_ns()
+            timed[name]()
+            if i:
+                samples.append((time.perf_counter_ns() - t) / args.calls)
+        got[name] = statistics.median(samples)
+    if args.child.startswith("tfdarshan"):
+        import tfdarshan
+        snap = tfdarshan.snapshot()
+        want = (args.repeats + 1) * args.calls
+        freads = int(snap.stdio.loc[snap.stdio["path"] == args.data, "STDIO_READS"].sum())
+        preads = int(snap.posix.loc[snap.posix["path"] == args.data, "POSIX_READS"].sum())
+        if (freads, preads) != (want, want):
+            print(f"tfdarshan counted {freads} freads and {preads} preads of {want} each", file=sys.stderr)
+            return 1
+    print(json.dumps(got), flush=True)
+    return 0
+
+
+def traced_calls(prefix: pathlib.Path) -> dict:
+    """Events per call name in the DFTracer trace files starting with prefix."""
+    counts = {name: 0 for name in CALLS}
+    for p in prefix.parent.glob(prefix.name + "*.pfw*"):
+        opener = gzip.open if p.suffix == ".gz" else open
+        try:
+            with opener(p, "rt", errors="replace") as f:
+                for line in f:
+                    for name in CALLS:
+                        if f'"name":"{name}' in line:
+                            counts[name] += 1
+        except (OSError, EOFError):
+            continue
+    return counts
+
+
+def run_one(config: str, args, work: pathlib.Path, lib: pathlib.Path, data: pathlib.Path, preload, n: int):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    prefix = None
+    if config == "dftracer":
+        prefix = work / f"dft-{n}"
+        env.update(LD_PRELOAD=str(preload), DFTRACER_ENABLE="1", DFTRACER_INIT="PRELOAD",
+                   DFTRACER_DATA_DIR=str(data.parent), DFTRACER_LOG_FILE=str(prefix))
+    cmd = [sys.executable, __file__, "--child", config, "--lib", str(lib), "--data", str(data),
+           "--calls", str(args.calls), "--repeats", str(args.repeats)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError(f"{config}: {r.stderr.strip()[-2000:]}")
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    if prefix is not None:
+        want = (args.repeats + 1) * args.calls
+        seen = traced_calls(prefix)
+        if any(seen[c] < want for c in CALLS):
+            raise RuntimeError(f"DFTracer traced {seen} calls, expected {want} of each: is it tracing?")
+        for p in work.glob(prefix.name + "*"):
+            p.unlink()
+    return got
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--calls", type=int, default=100_000)
+    ap.add_argument("--repeats", type=int, default=3, help="timed loops per process (their median counts)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--lib", help=argparse.SUPPRESS)
+    ap.add_argument("--data", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        return child(args)
+    if args.rounds < 5:
+        ap.error("--rounds must be at least 5")
+    preload = dftracer_library()
+    configs = [c for c in CONFIGS if c != "dftracer" or preload]
+    if not preload:
+        print("DFTracer is not installed (pip install 'tfdarshan[peers]'): measuring without it", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="tfd-peers-") as d:
+        work = pathlib.Path(d)
+        lib = work / "libhotloop.so"
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-pthread", str(HERE / "hotloop.c"), "-o", str(lib)], check=True)
+        (work / "data").mkdir()
+        data = work / "data" / "data.bin"
+        data.write_bytes(os.urandom(args.calls * 64 + (1 << 20)))
+        rng = random.Random(1)
+        rounds = []
+        for n in range(args.rounds):
+            order = list(configs)
+            rng.shuffle(order)
+            rounds.append({c: run_one(c, args, work, lib, data, preload, n) for c in order})
+    print(f"{len(rounds)} interleaved rounds of {len(configs)} processes; {args.calls} calls a loop, "
+          f"median of {args.repeats} loops per process; medians with their 95 % bootstrap intervals")
+    print(f"{'':16s} {'call':6s} {'ns per call':>26s} {'added ns':>26s} {'ratio':>6s}")
+    for c in configs:
+        for call in CALLS:
+            ns = [r[c][call] for r in rounds]
+            added = [r[c][call] - r["plain"][call] for r in rounds]
+            lo, hi = median_interval(ns)
+            alo, ahi = median_interval(added)
+            ratio = statistics.median(r[c][call] / r["plain"][call] for r in rounds)
+            print(f"{c:16s} {call:6s} {statistics.median(ns):9.1f} [{lo:7.1f}, {hi:7.1f}] "
+                  f"{statistics.median(added):+9.1f} [{alo:+7.1f}, {ahi:+7.1f}] {ratio:6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Did staging pay? A run before staging against a run after it: what the
+user waits for first (step time, and the training's and the window's
+length), then the staged files' I/O time, which is summed over threads and
+ranks and so can exceed the wall time it overlaps."""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import numpy as np
+import pandas as pd
+
+from tfdarshan.capture.snapshot import Snapshot
+from tfdarshan.logs import input_wait
+
+
+def compare_runs(before: Snapshot, after: Snapshot, mapping: Dict[str, str],
+                 predicted: Optional[float]) -> Dict:
+    """Predicted against achieved: the staged files' I/O time in the run
+    before (at their sources) and after (at their copies)."""
+    def io_time(snap, paths):
+        p = snap.posix[snap.posix["path"].isin(paths)]
+        return float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), int(p["POSIX_BYTES_READ"].sum())
+
+    def bandwidth(snap):
+        p = snap.posix[snap.posix["POSIX_READS"] > 0]
+        t = float(p["POSIX_F_READ_TIME"].sum())
+        return float(p["POSIX_BYTES_READ"].sum()) / t if t > 0 else 0.0
+
+    def read_in(snap, paths):
+        p = snap.posix[snap.posix["path"].isin(paths) & (snap.posix["POSIX_BYTES_READ"] > 0)]
+        return int(p["path"].nunique())
+
+    t_before, b_before = io_time(before, set(mapping))
+    t_after, b_after = io_time(after, set(mapping.values()))
+    achieved = t_before - t_after
+    predicted = float(predicted) if predicted is not None else None
+    return {"staged_files": len(mapping), "before_time": t_before, "after_time": t_after,
+            "bytes_before": b_before, "bytes_after": b_after,
+            "copies_read": read_in(after, set(mapping.values())),
+            "sources_read": read_in(after, set(mapping)),
+            "predicted_saving": predicted, "achieved_saving": achieved,
+            "achieved_over_predicted": achieved / predicted if predicted else None,
+            "bandwidth_before": bandwidth(before), "bandwidth_after": bandwidth(after)}
+
+
+def wall_times(snap: Snapshot, steps: Optional[pd.DataFrame]) -> Dict:
+    """A run's lengths: its training steps (per step the slowest process, as
+    a synchronous job waits for it: median step, their sum, their count) and
+    its window; step figures are None without step markers."""
+    cells = input_wait.of_series(steps if steps is not None else pd.DataFrame())
+    crit = input_wait.critical_path(cells)
+    d = crit["duration"].to_numpy(np.float64)
+    return {"steps": int(len(d)), "step_time": float(np.median(d)) if len(d) else None,
+            "training_time": float(d.sum()) if len(d) else None, "window_time": float(snap.end - snap.start)}
+
+
+def compare_wall(before: Dict, after: Dict) -> Dict:
+    """Each length before and after, with its change as a fraction (None where either is unknown)."""
+    out = {}
+    for k in ("step_time", "training_time", "window_time"):
+        b, a = before.get(k), after.get(k)
+        out[k] = {"before": b, "after": a, "change": (a - b) / b if b and a is not None else None}
+    out["steps"] = {"before": before.get("steps"), "after": after.get("steps")}
+    return out

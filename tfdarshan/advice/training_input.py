@@ -1,0 +1,91 @@
+"""Which of a session's files are training input, the only files staging
+may move: files read inside training steps (inside the window, when it has
+no step markers), and never a user's configuration or cache files (Keras'
+keras.json, matplotlib's font cache, ~/.cache, ~/.config) nor tfdarshan's
+own state (the staging map staged.json, stored tiers, session files). What
+is left out is said, with why; the rules look at path components, so they
+hold for logs from any user and machine."""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+# a path with one of these components is configuration or cache, not data
+CONFIG_PARTS = (".cache", ".config", ".keras", ".matplotlib", ".ipython", ".jupyter", ".nv")
+CONFIG_ENV = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "MPLCONFIGDIR", "KERAS_HOME")
+# tfdarshan's own files: its data directory, session directories, what it writes beside them
+OWN_DIRS = ("/.local/share/tfdarshan/", "/plugins/tfdarshan/", "/plugins/profile/")
+OWN_SUFFIXES = (".darshan", ".steps.parquet", ".step_files.parquet", ".coverage.json", "/advice.json",
+                "/staged.json", "/tiers.json", ".manifest.json", ".state.json", ".xplane.pb")
+OWN_ENV = ("TFDARSHAN_STAGING_MAP",)
+
+CONFIG = "a user configuration or cache file (Keras, matplotlib, ~/.cache, ~/.config), not training data"
+OWN = "tfdarshan's own state or output (staging map, tiers, session files)"
+OUTSIDE = "read only outside the training steps (set-up before the first step, or after the last)"
+
+
+def _env_dirs(names) -> Tuple[str, ...]:
+    return tuple(os.path.join(os.path.abspath(os.environ[n]), "") for n in names if os.environ.get(n))
+
+
+def reasons(paths: Sequence[str], in_steps: Optional[np.ndarray] = None) -> np.ndarray:
+    """Per path, why it is not training input ("" when it is). in_steps:
+    whether each path was read inside a training step (None: no steps to
+    tell, every file counts as read in the window)."""
+    s = pd.Series(list(paths), dtype=object).astype(str)
+    parts = s.str.split("/")
+    config = parts.map(lambda p: any(x in CONFIG_PARTS for x in p)).to_numpy(bool)
+    for d in _env_dirs(CONFIG_ENV):
+        config |= s.str.startswith(d).to_numpy(bool)
+    own = np.zeros(len(s), dtype=bool)
+    for d in OWN_DIRS:
+        own |= s.str.contains(d, regex=False).to_numpy(bool)
+    own |= s.str.endswith(OWN_SUFFIXES).to_numpy(bool)
+    for name in OWN_ENV:
+        if os.environ.get(name):
+            own |= (s == os.path.abspath(os.environ[name])).to_numpy(bool)
+    if os.environ.get("XDG_DATA_HOME"):
+        own |= s.str.startswith(os.path.join(os.path.abspath(os.environ["XDG_DATA_HOME"]), "tfdarshan", "")
+                                ).to_numpy(bool)
+    out = np.full(len(s), "", dtype=object)
+    if in_steps is not None:
+        out[~np.asarray(in_steps, dtype=bool)] = OUTSIDE
+    out[config] = CONFIG
+    out[own] = OWN
+    return out
+
+
+def read_in_steps(paths: Sequence[str], step_files: Optional[pd.DataFrame]) -> Optional[np.ndarray]:
+    """Whether each path was read in a training step of the series (any
+    process's), or belongs to a dataset that was (same directory and shard
+    pattern: a pipeline prefetches its first files before the first step
+    begins); None when the series has no training steps."""
+    if step_files is None or step_files.empty or "path" not in step_files:
+        return None
+    real = step_files[step_files["step"] >= 0]
+    if real.empty:
+        return None
+    read = real[(real["reads"] > 0) | (real["bytes_read"] > 0)]
+    s = pd.Series(list(paths), dtype=object)
+    inside = s.isin(set(read["path"])).to_numpy(bool)
+    patterns = set(pattern(pd.Series(read["path"].unique(), dtype=object)))
+    return inside | pattern(s).isin(patterns).to_numpy(bool)
+
+
+def pattern(paths: pd.Series) -> pd.Series:
+    """train-00003-of-01024.tfrecord -> <dir>/train-*-of-*.tfrecord (digits are shard numbers)."""
+    return paths.astype(str).str.replace(r"\d+(?=[^/]*$)", "*", regex=True) if len(paths) else paths
+
+
+def left_out(paths: Sequence[str], sizes: Sequence[int], why: np.ndarray) -> List[Dict]:
+    """What was left out, grouped by reason: files, bytes and a few examples."""
+    out = []
+    for reason in (CONFIG, OWN, OUTSIDE):
+        idx = np.nonzero(why == reason)[0]
+        if len(idx):
+            out.append({"reason": reason, "files": int(len(idx)), "bytes": int(np.asarray(sizes)[idx].sum()),
+                        "examples": [str(paths[i]) for i in idx[:3]]})
+    return out

@@ -1,0 +1,89 @@
+"""The one definition of input wait: the share of step time a process spent
+inside the file I/O calls of its input (reads, and metadata: open, stat,
+seek, close). The tab (verdict, cards, rank views), `analyze`'s tables,
+`recommend`'s findings and `--compare` all call these functions and take
+their labels from here, so two views of one session cannot disagree.
+
+Per process and step, the wait is its read and metadata time, summed over
+its threads, capped at the step's length: parallel reads add up to more
+than the wall time they overlap, and a share of step time is at most all
+of it. Over several steps or processes (ranks), the share is the sum of
+their waits over the sum of their lengths. Counted steps are training steps
+(not the set-up, the wind-down, nor a window without markers) that the
+window's end did not cut short."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from tfdarshan.logs.series import CUT_COLUMN
+
+LABEL = "share of step time in file I/O calls"
+CAPPED = "each step's I/O time capped at the step's length"
+SUM_OVER_RANKS, MEAN_OVER_RANKS = "summed over ranks", "mean over ranks"
+SUM_OVER_PROCESSES, MEAN_OVER_PROCESSES = "summed over processes", "mean over processes"
+
+
+def waits(read_time, meta_time, duration) -> np.ndarray:
+    """Seconds of input wait of each (process, step): reads and metadata,
+    capped at the step's length."""
+    d = np.clip(np.asarray(duration, dtype=np.float64), 0.0, None)
+    return np.minimum(np.asarray(read_time, dtype=np.float64) + np.asarray(meta_time, dtype=np.float64), d)
+
+
+def counted(step, cut=None) -> np.ndarray:
+    """Which entries count towards the share: training steps not cut short."""
+    keep = np.asarray(step) >= 0
+    return keep if cut is None else keep & ~np.asarray(cut, dtype=bool)
+
+
+def share(wait_seconds: float, step_seconds: float) -> Optional[float]:
+    """Waits over step time; None without step time."""
+    return float(wait_seconds) / float(step_seconds) if step_seconds > 0 else None
+
+
+def of_series(steps: pd.DataFrame) -> pd.DataFrame:
+    """A step series (one or several processes' rows: step, start, end,
+    read_time, meta_time, cut_by_window_end) with each row's `duration`,
+    capped `wait` and whether it is `counted`."""
+    if steps.empty or "start" not in steps:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in
+                             (("step", "int64"), ("duration", "float64"), ("wait", "float64"), ("counted", bool))})
+    duration = (steps["end"] - steps["start"]).clip(lower=0).to_numpy(np.float64)
+    cut = steps[CUT_COLUMN].to_numpy(bool) if CUT_COLUMN in steps else None
+    return steps.assign(duration=duration, wait=waits(steps["read_time"], steps["meta_time"], duration),
+                        counted=counted(steps["step"], cut))
+
+
+def series_share(steps: pd.DataFrame) -> Optional[float]:
+    """The share over a step series' counted rows (every process's)."""
+    c = of_series(steps)
+    c = c[c["counted"]]
+    return share(c["wait"].sum(), c["duration"].sum())
+
+
+def per_step(cells: pd.DataFrame, processes: int) -> pd.DataFrame:
+    """Per training step (of_series rows, or analysis step rows with
+    `duration` and `wait`): the mean over `processes` of its length and of
+    its wait (the sum over processes divided by their number, so that the
+    bars' totals give the share), and whether any process's was cut."""
+    real = cells[cells["step"] >= 0]
+    g = real.groupby("step", as_index=False).agg(duration=("duration", "sum"), wait=("wait", "sum"),
+                                                   counted=("counted", "all"))
+    n = max(int(processes), 1)
+    g["duration"] /= n
+    g["wait"] /= n
+    return g
+
+
+def critical_path(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per counted step, the slowest process's length (a synchronous step
+    waits for it) and that process's wait."""
+    c = cells[cells["counted"]]
+    if c.empty:
+        return pd.DataFrame({"step": pd.Series(dtype="int64"), "duration": pd.Series(dtype="float64"),
+                             "wait": pd.Series(dtype="float64")})
+    worst = c.loc[c.groupby("step")["duration"].idxmax()]
+    return worst[["step", "duration", "wait"]].reset_index(drop=True)
