@@ -7,7 +7,7 @@ every stream's end and reads on).
 Why not libdarshan-util, as every other log: it deflates on one thread at
 zlib level 6 (about 100-150 MB/s here), and a job log of 1,024 ranks x
 10,000 files holds 7.2 GB of records, so the library alone would take
-50-75 s of the 60 s budget (README, "Performance")."""
+50-75 s of the 60 s budget (README, "How the job log is written")."""
 from __future__ import annotations
 
 import concurrent.futures
