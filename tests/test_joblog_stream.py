@@ -326,3 +326,12 @@ def test_written_at_interpreter_exit(generated, tmp_path):
     got, want = job_log_records(tmp_path / "atexit.job.darshan"), job_log_records(job)
     for module in C.MODULES:
         pd.testing.assert_frame_equal(got[module], want[module])
+
+
+def test_a_rank_past_nprocs_is_refused(generated, tmp_path):
+    # darshan-util's readers abort the whole process on a record of rank >= nprocs
+    from tfdarshan.errors import DarshanLogError
+    _, logs, _ = generated
+    with pytest.raises(DarshanLogError, match="rank 4 in a log of 2"):
+        write_job_log(tmp_path, {0: logs[0], 4: logs[4]}, "past")
+    assert not list(tmp_path.iterdir())

@@ -225,6 +225,9 @@ def _attempt(pool, ahead, run_dir, out, logs, job, nprocs, jobid, failed, progre
     if not scans:
         raise DarshanLogError(f"{run_dir}: no readable rank log; " + skipping.warning_line(skipped))
     nprocs = nprocs or len(scans)
+    if scans[-1].rank >= nprocs:
+        # libdarshan-util's readers abort the process on such a log
+        raise DarshanLogError(f"{out}: a record of rank {scans[-1].rank} in a log of {nprocs} process(es)")
     if nprocs <= 1 or len(scans) < nprocs or candidates is None:
         candidates = np.zeros(0, dtype=np.uint64)       # shared means opened by every rank of the job
     origin = min(float(s.meta.get("origin_unix_time", 0.0)) for s in scans)
