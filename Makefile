@@ -53,6 +53,7 @@ bench: $(STAMP) browser
 	$(BIN)/python benchmarks/bench_hotpath.py
 	$(BIN)/python benchmarks/bench_peers.py
 	$(BIN)/python benchmarks/bench_log.py
+	$(BIN)/python benchmarks/bench_joblog.py
 	$(BIN)/python benchmarks/bench_pipeline.py
 	$(BIN)/python benchmarks/bench_tab.py
 

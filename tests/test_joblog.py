@@ -11,9 +11,13 @@ import pytest
 
 from tfdarshan.capture import counters as C, ranks
 from tfdarshan.logs import jobdir
-from tfdarshan.logs.reduction import reduce_job
+from job_records import fold_job
+from reduction_oracle import reduce_job
 
 SHARED, PRIVATE = 111, 222
+# each expectation below is computed by hand; both the product's fold and the
+# oracle the job log is compared with elsewhere must meet it
+REDUCERS = pytest.mark.parametrize("reduce_job", [fold_job, reduce_job], ids=["fold", "oracle"])
 
 
 def frame(module, rows):
@@ -27,7 +31,8 @@ def posix_rank(record_id, **c):
     return {"record_id": record_id, "path": f"/data/{record_id}", **{f"POSIX_{k}": v for k, v in c.items()}}
 
 
-def test_posix_shared_file_reduced_by_darshans_rules():
+@REDUCERS
+def test_posix_shared_file_reduced_by_darshans_rules(reduce_job):
     r0 = posix_rank(SHARED, OPENS=1, READS=2, BYTES_READ=100, MAX_BYTE_READ=99, MODE=420, F_READ_TIME=0.1,
                     F_META_TIME=0.05, F_OPEN_START_TIMESTAMP=1.0, F_OPEN_END_TIMESTAMP=1.1,
                     F_MAX_READ_TIME=0.08, MAX_READ_TIME_SIZE=60, ACCESS1_ACCESS=60, ACCESS1_COUNT=1,
@@ -67,7 +72,8 @@ def test_posix_shared_file_reduced_by_darshans_rules():
     assert [s[f"POSIX_ACCESS{i}_COUNT"] for i in range(1, 5)] == [3, 1, 1, 1]
 
 
-def test_same_access_size_on_several_ranks_adds_up():
+@REDUCERS
+def test_same_access_size_on_several_ranks_adds_up(reduce_job):
     rows = {r: frame("POSIX", [posix_rank(SHARED, OPENS=1, ACCESS1_ACCESS=4096, ACCESS1_COUNT=r + 1,
                                           ACCESS2_ACCESS=8, ACCESS2_COUNT=1)]) for r in range(4)}
     s = reduce_job(rows, "POSIX").iloc[0]
@@ -76,14 +82,16 @@ def test_same_access_size_on_several_ranks_adds_up():
 
 
 @pytest.mark.parametrize("stats, expected", [((-1, -1, -1), -1), ((-1, -5, 2), 1), ((-1, 3), 2)])
-def test_negative_sums_become_minus_one_at_each_step(stats, expected):
+@REDUCERS
+def test_negative_sums_become_minus_one_at_each_step(stats, expected, reduce_job):
     # Darshan adds pairwise and sets a negative (invalid) sum to -1 each time:
     # (-1, -5, 2): -1 + -5 -> -1, then -1 + 2 = 1
     rows = {r: frame("POSIX", [posix_rank(SHARED, OPENS=1, STATS=v)]) for r, v in enumerate(stats)}
     assert reduce_job(rows, "POSIX").iloc[0]["POSIX_STATS"] == expected
 
 
-def test_stdio_shared_file():
+@REDUCERS
+def test_stdio_shared_file(reduce_job):
     def row(**c):
         return {"record_id": SHARED, "path": "/data/s", **{f"STDIO_{k}": v for k, v in c.items()}}
     rows = {0: frame("STDIO", [row(OPENS=1, WRITES=2, BYTES_WRITTEN=10, MAX_BYTE_WRITTEN=9, F_WRITE_TIME=0.2,

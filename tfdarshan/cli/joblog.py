@@ -1,7 +1,8 @@
 """`tfdarshan joblog SESSION_DIR`: write (or write again) a multi-rank
 session's Darshan job log from its ranks' own logs. The last rank to finish
 writes it by itself; this is for a job whose ranks did not all finish (a
-rank killed, a node lost), or for a session copied from elsewhere."""
+rank killed, a node lost), or for a session copied from elsewhere. It shows
+its progress on stderr: a bar on a terminal, a line per stage otherwise."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +11,12 @@ import re
 import sys
 
 from tfdarshan.cli import path_arg
+from tfdarshan.cli.progress import StageProgress
 from tfdarshan.errors import TfdarshanError
+
+# what each stage of writing the job log reads (logs/joblog_stream.py)
+STAGE_LABELS = {"names": "names and job records", "POSIX": "POSIX records", "STDIO": "STDIO records",
+                "DXT_POSIX": "DXT traces"}
 
 
 def add_parser(sub) -> None:
@@ -42,7 +48,11 @@ def run(args: argparse.Namespace) -> int:
     if out.exists():
         raise TfdarshanError(f"{out}: already exists; remove it to write it again")
     skipped_logs = []
-    written = joblog.write_job_log(d, logs, job, size, skipped=skipped_logs)
+    progress = StageProgress("tfdarshan joblog", STAGE_LABELS, "rank log")
+    try:
+        written = joblog.write_job_log(d, logs, job, size, skipped=skipped_logs, progress=progress)
+    finally:
+        progress.close()
     if skipped_logs:
         print(f"tfdarshan joblog: {skipping.warning_line(skipped_logs, 'rank log')}", file=sys.stderr)
     skipped = len(skipped_logs)

@@ -13,7 +13,7 @@ from zlib_ng import zlib_ng     # zlib's format, inflated about twice as fast: r
 from tfdarshan.capture import counters as C
 from tfdarshan.errors import DarshanLogError
 from tfdarshan.logs.darshan_format import (BASE, DXT_HEADER, HEADER, HEATMAP_HEADER, JOB_SIZE, LOG_VERSION, MAGIC, MOD,
-                                            MOD_VER, SEGMENT, parse_names)
+                                            MOD_VER, SEGMENT, name_records, parse_names)
 
 # record sizes of the modules we read (base record + counters)
 def _fixed_record_size(module: str) -> int:
@@ -21,15 +21,26 @@ def _fixed_record_size(module: str) -> int:
     return BASE.size + 8 * (len(ints) + len(floats))
 
 
+STREAM_LIMIT = 1 << 30      # the most one zlib stream of a region may inflate to
+
+
 def inflate(raw: bytes, comp_type: int, what: str, path) -> bytes:
-    """One compressed region of a log, inflated; DarshanLogError naming it if it is not."""
+    """One compressed region of a log, inflated; DarshanLogError naming it if it is not.
+
+    A zlib region may be several streams back to back, as Darshan's MPI
+    runtime writes it (each rank compresses its own part) and as darshan-util
+    reads it (darshan_log_libz_read resets at each stream's end)."""
     try:
         if comp_type == 0:
-            d = zlib_ng.decompressobj()
-            out = d.decompress(raw, 1 << 30)
-            if not d.eof:
-                raise zlib_ng.error("stream ends early")
-            return out
+            parts, rest = [], raw
+            while True:
+                d = zlib_ng.decompressobj()
+                parts.append(d.decompress(rest, STREAM_LIMIT))
+                if not d.eof:
+                    raise zlib_ng.error("stream ends early")
+                rest = d.unused_data
+                if not rest:
+                    return parts[0] if len(parts) == 1 else b"".join(parts)
         if comp_type == 1:
             return bz2.decompress(raw)
         return raw
@@ -45,8 +56,11 @@ def check_log(path) -> Dict[str, object]:
     return {k: info[k] for k in ("version", "checked", "partial")}
 
 
-def inspect_log(path) -> Dict[str, object]:
-    """check_log's work, keeping the inflated regions of current-format logs."""
+def inspect_log(path, modules: bool = True) -> Dict[str, object]:
+    """check_log's work, keeping the inflated regions of current-format logs.
+
+    modules=False leaves the module regions compressed (their bounds and
+    versions are checked); "maps" says where each is, for check_module_region."""
     path = pathlib.Path(path)
     if not path.exists():
         raise DarshanLogError(f"{path}: no such file")
@@ -98,11 +112,13 @@ def inspect_log(path) -> Dict[str, object]:
     if not (JOB_SIZE < len(job) <= 4096 + 65536):
         raise DarshanLogError(f"{path}: corrupted job record")
     names = inflate(data[name_map[0]:name_map[0] + name_map[1]], comp_type, "name", path) if name_map[1] else b""
-    named = parse_names(names)
+    # with the modules left compressed, the names stay bytes: (ids, record starts) and the region
+    named = parse_names(names) if modules else name_records(names)
     if named is None:
         raise DarshanLogError(f"{path}: corrupted name records")
     known = {v: k for k, v in MOD.items()}
     buffers: Dict[str, bytes] = {}
+    maps: Dict[str, tuple] = {}
     others = False
     for mod_id, (off, length) in enumerate(mod_maps):
         if not length:
@@ -113,12 +129,23 @@ def inspect_log(path) -> Dict[str, object]:
         if module is None:
             others = True       # a module tfdarshan does not read
             continue
-        buf = inflate(data[off:off + length], comp_type, module, path)
-        _check_module(module, buf, mod_ver[mod_id], path)
-        buffers[module] = buf
-    current = all(mod_ver[MOD[m]] == MOD_VER[m] for m in buffers)
+        maps[module] = (off, length)
+        if modules:
+            buffers[module] = check_module_region(module, data[off:off + length], comp_type, mod_ver[mod_id], path)
+    if not modules:
+        return {"version": version.decode(), "partial": bool(partial), "job": job, "name_bytes": named,
+                "names_raw": names, "current": all(mod_ver[MOD[m]] == MOD_VER[m] for m in maps), "maps": maps,
+                "mod_ver": {m: mod_ver[MOD[m]] for m in maps}, "comp_type": comp_type}
     return {"version": version.decode(), "checked": True, "partial": bool(partial), "job": job,
-            "names": named, "modules": buffers, "current": current, "others": others}
+            "names": named, "modules": buffers, "current": all(mod_ver[MOD[m]] == MOD_VER[m] for m in buffers),
+            "others": others}
+
+
+def check_module_region(module: str, raw: bytes, comp_type: int, ver: int, path) -> bytes:
+    """A module's region inflated and checked; DarshanLogError if it is damaged."""
+    buf = inflate(raw, comp_type, module, path)
+    _check_module(module, buf, ver, path)
+    return buf
 
 
 def _check_module(module: str, buf: bytes, ver: int, path) -> None:

@@ -14,7 +14,8 @@ from tfdarshan.capture import heatmap as H
 from tfdarshan.capture.snapshot import Snapshot, empty_dxt, empty_extra, empty_values, extra_frame, merge_records
 from tfdarshan.errors import DarshanLogError
 from tfdarshan.logs.darshan_checker import inflate, inspect_log
-from tfdarshan.logs.darshan_format import DXT_HEADER, HEADER, HEATMAP_HEADER, LOG_VERSION, MAGIC, SEGMENT
+from tfdarshan.logs.darshan_format import (DXT_HEADER, HEADER, HEATMAP_HEADER, LOG_VERSION, MAGIC, SEGMENT,
+                                            record_dtype)
 
 def read_darshan_log(path) -> Snapshot:
     """A Snapshot of a Darshan log: ours, or one a site-wide Darshan wrote.
@@ -55,6 +56,17 @@ def _meta_int(job_meta: Dict[str, str], key: str) -> int:
         return 0
 
 
+def _meta(path, info, start, end, job, job_meta, exe, mounts, traced: bool) -> dict:
+    """A snapshot's meta from its log's job record (times: seconds since the job start)."""
+    return {"format": "darshan", "log": str(path), "log_version": info["version"], "start": 0.0,
+            "end": max(end - start, 0.0), "origin_unix_time": start, "jobid": job.get("jobid"),
+            "uid": job.get("uid"), "nprocs": job.get("nprocs"), "exe": exe, "mounts": mounts,
+            "hostname": job_meta.get("hostname", ""), "job_metadata": dict(job_meta),
+            "partial": info.get("partial", False), "zero_reads_known": traced,
+            "folded_files": _meta_int(job_meta, "folded_files"),
+            "trace_dropped": _meta_int(job_meta, "trace_dropped")}
+
+
 def _assemble(path, info, frames, dxt, heat, start, end, job, job_meta, exe, mounts) -> Snapshot:
     """The Snapshot both read paths end in."""
     values = _values_from_top4(frames["POSIX"])
@@ -66,13 +78,7 @@ def _assemble(path, info, frames, dxt, heat, start, end, job, job_meta, exe, mou
         extra = extra_frame(pd.DataFrame({
             "record_id": ids.to_numpy(dtype=np.uint64), "module": "POSIX", "path": pd.Series(frames["POSIX"]["path"].to_numpy(), dtype=object),
             "ZERO_READS": z.reindex(ids.to_numpy()).fillna(0).astype(np.int64).to_numpy()}))
-    meta = {"format": "darshan", "log": str(path), "log_version": info["version"], "start": 0.0,
-            "end": max(end - start, 0.0), "origin_unix_time": start, "jobid": job.get("jobid"),
-            "uid": job.get("uid"), "nprocs": job.get("nprocs"), "exe": exe, "mounts": mounts,
-            "hostname": job_meta.get("hostname", ""), "job_metadata": dict(job_meta),
-            "partial": info.get("partial", False), "zero_reads_known": bool(len(dxt)),
-            "folded_files": _meta_int(job_meta, "folded_files"),
-            "trace_dropped": _meta_int(job_meta, "trace_dropped")}
+    meta = _meta(path, info, start, end, job, job_meta, exe, mounts, bool(len(dxt)))
     return Snapshot(frames["POSIX"], frames["STDIO"], values, extra, dxt, meta, None, heat)
 
 
@@ -194,6 +200,21 @@ def _parse_job(job: bytes):
     return exe, job_meta, mounts
 
 
+def meta_from_regions(path, info) -> dict:
+    """The meta read_darshan_log would give a current-format log, from
+    inspect_log's job region alone (its modules need not be inflated)."""
+    uid, s_sec, s_nsec, e_sec, e_nsec, nprocs, jobid, _ = JOB.unpack_from(info["job"], 0)
+    exe, job_meta, mounts = _parse_job(info["job"])
+    start, end = s_sec + s_nsec * 1e-9, e_sec + e_nsec * 1e-9
+    return _meta(path, info, start, end, {"uid": uid, "nprocs": nprocs, "jobid": jobid}, job_meta, exe, mounts,
+                 "DXT_POSIX" in info.get("maps", info.get("modules", {})))
+
+
+def decode_records(module: str, buf: bytes) -> np.ndarray:
+    """A POSIX or STDIO region's records as one structured array (read-only)."""
+    return np.frombuffer(buf, dtype=record_dtype(module))
+
+
 def _snapshot_from_regions(path, info) -> Snapshot:
     uid, s_sec, s_nsec, e_sec, e_nsec, nprocs, jobid, _ = JOB.unpack_from(info["job"], 0)
     exe, job_meta, mounts = _parse_job(info["job"])
@@ -205,8 +226,7 @@ def _snapshot_from_regions(path, info) -> Snapshot:
     for module in ("POSIX", "STDIO"):
         buf = info["modules"].get(module, b"")
         ints, floats = C.names(module)
-        rec = np.frombuffer(buf, dtype=[("id", "<u8"), ("rank", "<i8"), ("c", "<i8", (len(ints),)),
-                                        ("f", "<f8", (len(floats),))])
+        rec = decode_records(module, buf)
         df = pd.DataFrame(np.asarray(rec["c"]), columns=list(ints))
         path = names.reindex(rec["id"].astype(np.uint64)).fillna("").to_numpy(dtype=object)
         df = pd.concat([pd.DataFrame({"record_id": rec["id"].astype(np.uint64),
@@ -215,7 +235,7 @@ def _snapshot_from_regions(path, info) -> Snapshot:
         if df["record_id"].duplicated().any():      # per-rank records of an MPI job's log
             df = merge_records(df, module)
         frames[module] = df[C.columns(module)]
-    dxt = _decode_dxt(info["modules"].get("DXT_POSIX", b""))
+    dxt = decode_dxt(info["modules"].get("DXT_POSIX", b""))
     heat = _decode_heat(info["modules"].get("HEATMAP", b""), names)
     start = s_sec + s_nsec * 1e-9
     end = e_sec + e_nsec * 1e-9
@@ -223,7 +243,7 @@ def _snapshot_from_regions(path, info) -> Snapshot:
                      {"uid": uid, "nprocs": nprocs, "jobid": jobid}, job_meta, exe, mounts)
 
 
-def _decode_dxt(buf: bytes) -> pd.DataFrame:
+def decode_dxt(buf: bytes) -> pd.DataFrame:
     """Every DXT record's segments in one frame; the headers are walked in
     Python, the segments copied as arrays (a trace can hold millions)."""
     ids, writes, reads, offsets, pos = [], [], [], [], 0

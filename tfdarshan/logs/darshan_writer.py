@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import pathlib
 import re
@@ -22,7 +23,7 @@ from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import DarshanLogError
 from tfdarshan.logs.darshan_format import (DXT_HEADER, EXE_LEN, HEATMAP_HEADER, HEATMAP_NAMES, MOD, MOD_VER,
                                             PSEUDO_FS, SEGMENT, darshan_util_version, ffi, fs_bytes, library,
-                                            pack_names)
+                                            pack_names, record_dtype)
 
 
 def job_id_from_environment(environ=os.environ) -> Optional[int]:
@@ -37,16 +38,59 @@ def job_id_from_environment(environ=os.environ) -> Optional[int]:
     return None
 
 
-def _mounts_for_log(snap: Snapshot, mounts: Optional[Iterable[M.Mount]]) -> List[Tuple[str, str]]:
+def _mounts_for_log(meta: dict, mounts: Optional[Iterable[M.Mount]]) -> List[Tuple[str, str]]:
     if mounts is None:
-        stored = snap.meta.get("mounts")
+        stored = meta.get("mounts")
         mounts = [M.Mount(p, t) for p, t in stored] if stored else M.current()
     pairs = {(m.point, m.fstype) for m in mounts if m.fstype not in PSEUDO_FS}
     # longest mount point first, as Darshan stores them, so a prefix match finds the most specific
     return sorted(pairs, key=lambda pt: (-len(pt[0]), pt[0]))
 
 
-def _shift(values: np.ndarray, by: float) -> np.ndarray:
+@dataclasses.dataclass(frozen=True)
+class JobRecord:
+    """A log's job region as put_job, put_exe and put_mounts take it: the
+    job's fields, its metadata text, the command line and the mount table
+    (fstype, mount point) as bytes, cut to Darshan's buffers."""
+    uid: int
+    start: Tuple[int, int]          # seconds, nanoseconds
+    end: Tuple[int, int]
+    nprocs: int
+    jobid: int
+    metadata: bytes
+    exe: bytes
+    mounts: List[Tuple[bytes, bytes]]
+
+
+def _sec_nsec(t: float) -> Tuple[int, int]:
+    return int(t), int((t % 1) * 1e9)
+
+
+def job_record(meta: dict, t0: float, t1: float, *, exe: Optional[str] = None, jobid: Optional[int] = None,
+               mounts: Optional[Iterable[M.Mount]] = None, metadata: Optional[Dict[str, str]] = None,
+               nprocs: int = 1) -> JobRecord:
+    """The job region of a log whose snapshot has `meta` and spans t0..t1
+    (seconds after meta's origin_unix_time)."""
+    origin = float(meta.get("origin_unix_time", 0.0))
+    text = {"lib_ver": darshan_util_version(), "tfdarshan": __version__,
+            "hostname": str(meta.get("hostname", socket.gethostname()))}
+    # what the counters alone cannot say: files past the record cap, trace drops
+    for key in ("folded_files", "trace_dropped"):
+        if meta.get(key):
+            text[key] = str(int(meta[key]))
+    text.update({k: str(v) for k, v in (metadata or {}).items()})
+    exe_text = (exe if exe is not None else " ".join(sys.argv) or sys.executable).encode(errors="surrogateescape")
+    return JobRecord(
+        uid=os.getuid(), start=_sec_nsec(origin + t0), end=_sec_nsec(origin + t1), nprocs=nprocs,
+        jobid=jobid if jobid is not None else (job_id_from_environment() or int(meta.get("pid", os.getpid()))),
+        # 1,022 bytes at most: put_job adds a newline to text that lacks one, then a NUL
+        metadata="".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in text.items()).encode()[:1022],
+        exe=exe_text[:EXE_LEN].split(b"\0")[0],
+        mounts=[(fstype.encode()[:EXE_LEN - 1], os.fsencode(point)[:EXE_LEN - 1])
+                for point, fstype in _mounts_for_log(meta, mounts)])
+
+
+def rebase_times(values: np.ndarray, by: float) -> np.ndarray:
     """Re-base timestamps; 0 stays "never"."""
     return np.where(values != 0, np.maximum(values - by, 1e-9), 0.0)
 
@@ -55,21 +99,29 @@ CHUNK_RECORDS = 8192          # records handed to the library at a time (~5.6 Mi
 CHUNK_BYTES = 64 << 20        # the most of any other module's data in one call
 
 
-def _module_chunks(module: str, frame: pd.DataFrame, t0: float, rank: int) -> Iterator[bytes]:
-    """Records in Darshan's layout, CHUNK_RECORDS at a time; a `rank`
-    column (a job log's) beats `rank`."""
+def timestamp_columns(module: str) -> List[int]:
+    """Which floating-point counters are times (0 = never) rather than durations."""
+    return [j for j, name in enumerate(C.names(module)[1]) if C.kind(module, name) in (C.FIRST, C.LAST)]
+
+
+def frame_records(module: str, frame: pd.DataFrame, rank: int) -> np.ndarray:
+    """A snapshot frame's rows in Darshan's record layout; a `rank` column
+    (a job log's) beats `rank`."""
     ints, floats = C.names(module)
-    layout = [("id", "<u8"), ("rank", "<i8"), ("c", "<i8", (len(ints),)), ("f", "<f8", (len(floats),))]
-    stamps = [j for j, name in enumerate(floats) if C.kind(module, name) in (C.FIRST, C.LAST)]
+    rec = np.zeros(len(frame), dtype=record_dtype(module))
+    rec["id"] = frame["record_id"].to_numpy(dtype=np.uint64)
+    rec["rank"] = frame["rank"].to_numpy(dtype=np.int64) if "rank" in frame else rank
+    rec["c"] = frame[list(ints)].to_numpy(dtype=np.int64)
+    rec["f"] = frame[list(floats)].to_numpy(dtype=np.float64)
+    return rec
+
+
+def _module_chunks(module: str, frame: pd.DataFrame, t0: float, rank: int) -> Iterator[bytes]:
+    """Records in Darshan's layout, CHUNK_RECORDS at a time, times re-based to t0."""
+    stamps = timestamp_columns(module)
     for lo in range(0, len(frame), CHUNK_RECORDS):
-        part = frame.iloc[lo:lo + CHUNK_RECORDS]
-        rec = np.zeros(len(part), dtype=layout)
-        rec["id"] = part["record_id"].to_numpy(dtype=np.uint64)
-        rec["rank"] = part["rank"].to_numpy(dtype=np.int64) if "rank" in part else rank
-        rec["c"] = part[list(ints)].to_numpy(dtype=np.int64)
-        f = part[list(floats)].to_numpy(dtype=np.float64, copy=True)
-        f[:, stamps] = _shift(f[:, stamps], t0)
-        rec["f"] = f
+        rec = frame_records(module, frame.iloc[lo:lo + CHUNK_RECORDS], rank)
+        rec["f"][:, stamps] = rebase_times(rec["f"][:, stamps], t0)
         yield rec.tobytes()
 
 
@@ -123,7 +175,7 @@ class _Library:
         return self.ok
 
 
-def _dxt_buffer(dxt: pd.DataFrame, t0: float, hostname: str, rank: int) -> bytes:
+def dxt_buffer(dxt: pd.DataFrame, t0: float, hostname: str, rank: int) -> bytes:
     """One DXT record per file: header, its writes, then its reads, as DXT
     stores them. Vectorised: a long trace has millions of segments."""
     op = dxt["op"].to_numpy()
@@ -205,32 +257,18 @@ def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid:
         # libdarshan-util's readers abort the process on such a log
         raise DarshanLogError(f"{path}: a record of rank {max(ranks)} in a log of {nprocs} process(es)")
     lib = library()
-    origin = float(snap.meta.get("origin_unix_time", 0.0))
     t0, t1 = snap.start, max(snap.end, snap.start)
-    start_abs, end_abs = origin + t0, origin + t1
-
+    rec = job_record(snap.meta, t0, t1, exe=exe, jobid=jobid, mounts=mounts, metadata=metadata, nprocs=nprocs)
     job = ffi.new("struct darshan_job *")
-    job.uid = os.getuid()
-    job.start_time_sec, job.start_time_nsec = int(start_abs), int((start_abs % 1) * 1e9)
-    job.end_time_sec, job.end_time_nsec = int(end_abs), int((end_abs % 1) * 1e9)
-    job.nprocs = nprocs
-    job.jobid = jobid if jobid is not None else (job_id_from_environment() or int(snap.meta.get("pid", os.getpid())))
-    meta = {"lib_ver": darshan_util_version(), "tfdarshan": __version__,
-            "hostname": str(snap.meta.get("hostname", socket.gethostname()))}
-    # what the counters alone cannot say: files past the record cap, trace drops
-    for key in ("folded_files", "trace_dropped"):
-        if snap.meta.get(key):
-            meta[key] = str(int(snap.meta[key]))
-    meta.update({k: str(v) for k, v in (metadata or {}).items()})
-    text = "".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in meta.items()).encode()[:1023]
-    job.metadata = text
-    exe_text = (exe if exe is not None else " ".join(sys.argv) or sys.executable).encode(errors="surrogateescape")
-    exe_buf = ffi.new("char[]", exe_text[:EXE_LEN])
-    mnt_pairs = _mounts_for_log(snap, mounts)
-    mnt = ffi.new("struct darshan_mnt_info[]", max(1, len(mnt_pairs)))
-    for i, (point, fstype) in enumerate(mnt_pairs):
-        mnt[i].mnt_type = fstype.encode()[:EXE_LEN - 1]
-        mnt[i].mnt_path = os.fsencode(point)[:EXE_LEN - 1]
+    job.uid, job.nprocs, job.jobid = rec.uid, rec.nprocs, rec.jobid
+    job.start_time_sec, job.start_time_nsec = rec.start
+    job.end_time_sec, job.end_time_nsec = rec.end
+    job.metadata = rec.metadata
+    exe_buf = ffi.new("char[]", rec.exe)
+    mnt = ffi.new("struct darshan_mnt_info[]", max(1, len(rec.mounts)))
+    for i, (fstype, point) in enumerate(rec.mounts):
+        mnt[i].mnt_type, mnt[i].mnt_path = fstype, point
+    hostname = str(snap.meta.get("hostname", socket.gethostname()))
 
     modules = [(m, _module_chunks(m, snap.frame(m), t0, rank)) for m in ("POSIX", "STDIO") if len(snap.frame(m))]
     ids = [snap.frame(m)["record_id"].to_numpy(dtype=np.uint64) for m in ("POSIX", "STDIO")]
@@ -238,10 +276,10 @@ def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid:
     dxt = snap._dxt
     if len(dxt) and "rank" in dxt:
         # a job log's trace: one DXT record per file and rank, as each rank wrote it
-        modules.append(("DXT_POSIX", _pieces(b"".join(_dxt_buffer(g, t0, str(g["host"].iat[0]), int(r))
+        modules.append(("DXT_POSIX", _pieces(b"".join(dxt_buffer(g, t0, str(g["host"].iat[0]), int(r))
                                                       for r, g in dxt.groupby("rank", sort=True)))))
     elif len(dxt):
-        modules.append(("DXT_POSIX", _pieces(_dxt_buffer(dxt, t0, meta["hostname"], rank))))
+        modules.append(("DXT_POSIX", _pieces(dxt_buffer(dxt, t0, hostname, rank))))
     if heatmap:
         buf, heat_names = _heatmap_buffer(snap, t0, t1)
         if buf:
@@ -262,7 +300,7 @@ def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid:
     try:
         calls.call(lib.darshan_log_put_job, fd, job)
         calls.call(lib.darshan_log_put_exe, fd, exe_buf)
-        calls.call(lib.darshan_log_put_mounts, fd, mnt, len(mnt_pairs))
+        calls.call(lib.darshan_log_put_mounts, fd, mnt, len(rec.mounts))
         if len(names):
             calls.call(lib.darshan_log_put_namehash, fd, ffi.cast("struct darshan_name_record_ref *",
                                                                    refs.ctypes.data))

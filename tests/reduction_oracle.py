@@ -1,4 +1,6 @@
-"""Darshan's shared-file reduction: the records of a file that every rank
+"""The oracle for the job log's reduction (tfdarshan/logs/shared_fold.py):
+Darshan's shared-file reduction written per file with pandas, as the job log
+was reduced before it streamed. The records of a file that every rank
 opened become one record with rank -1, combined by the rules of
 darshan-runtime 3.5's MPI build (posix_record_reduction_op,
 stdio_record_reduction_op, the *_shared_record_variance functions and
