@@ -10,9 +10,11 @@ edges are therefore within one interval of the capture's. Then the watcher
 waits for the `*.xplane.pb` this process writes under plugins/profile/<run>/
 (the shim sees the write) and writes the session's files beside it, named
 after it (`<host>_<port>.darshan` for `<host>_<port>.xplane.pb`), with the
-I/O lines merged into it."""
+I/O lines merged into it. A process that exits while the watcher writes
+waits for that write (at most XPLANE_WAIT), so a capture just taken is kept."""
 from __future__ import annotations
 
+import atexit
 import ctypes
 import logging
 import os
@@ -58,6 +60,7 @@ def start(local_session_open: Callable[[], bool]) -> None:
             return
         _watcher = CaptureWatcher(level, local_session_open)
         _watcher.start()
+        atexit.register(_watcher.finish_writing)
 
 
 class CaptureWatcher(threading.Thread):
@@ -67,6 +70,12 @@ class CaptureWatcher(threading.Thread):
         self._local = local_session_open
         self._interval = interval
         self.captures = 0
+        self._writing = threading.Lock()    # held while a capture's files are written
+
+    def finish_writing(self) -> None:
+        """At exit: let a capture's write in progress end (the thread is a daemon)."""
+        if self._writing.acquire(timeout=XPLANE_WAIT):
+            self._writing.release()
 
     def run(self) -> None:
         from tfdarshan.capture.recorder import RECORDER
@@ -80,9 +89,10 @@ class CaptureWatcher(threading.Thread):
                 if active and current is None and not self._local():
                     current = session.open_session(None, label="capture")
                 elif not active and current is not None:
-                    closing, current = current, None
-                    closing.stop()
-                    self._write(closing)
+                    with self._writing:
+                        closing, current = current, None
+                        closing.stop()
+                        self._write(closing)
             except Exception as e:          # noqa: BLE001 - the worker must go on training
                 log.warning("tfdarshan: profiler-server capture failed: %s", e)
                 current = None

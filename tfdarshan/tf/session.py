@@ -173,9 +173,6 @@ class ProfileSession:
             meta.update(rank=str(rank.rank), world_size=str(rank.size), job=rank.job, launcher=rank.launcher)
         meta.update(metadata or {})
         with _native.suppressed():
-            # one process's log: its records are rank 0 of nprocs 1 (Darshan's
-            # tools abort on a rank past nprocs); its rank in the job is in the metadata
-            out["darshan"] = write_darshan_log(snap, run_dir / f"{stem}.darshan", metadata=meta)
             mts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []] or M.current()
             files = self.step_files.copy()
             # (a file whose only I/O was kernel-side has its path in extra alone)
@@ -196,6 +193,10 @@ class ProfileSession:
                     out["xplane"] = xp
                 except Exception as e:   # the profile itself must survive our failure
                     log.warning("tfdarshan: could not add I/O to %s: %s", xp, e)
+            # the log last: whoever waits for a session's .darshan finds the rest written.
+            # One process's log: its records are rank 0 of nprocs 1 (Darshan's
+            # tools abort on a rank past nprocs); its rank in the job is in the metadata
+            out["darshan"] = write_darshan_log(snap, run_dir / f"{stem}.darshan", metadata=meta)
         return out
 
 
