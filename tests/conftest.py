@@ -49,6 +49,22 @@ def tf():
     return tensorflow
 
 
+@pytest.fixture(autouse=True)
+def _shim_left_as_found(request):
+    """A test that leaves the shim attached is named (TFDARSHAN_LEAKS: a file
+    to list them in) and the shim detached, so the next test in this worker
+    starts detached whichever test ran before it."""
+    import tfdarshan
+    was = tfdarshan.is_attached()
+    yield
+    if tfdarshan.is_attached() and not was:
+        leaks = os.environ.get("TFDARSHAN_LEAKS")
+        if leaks:
+            with open(leaks, "a") as f:
+                f.write(request.node.nodeid + "\n")
+        tfdarshan.detach()
+
+
 @pytest.fixture
 def attached():
     """The shim attached for a test (left attached if it already was)."""

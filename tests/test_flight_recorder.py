@@ -355,3 +355,20 @@ def test_operator_requests_right_after_an_automatic_dump_are_never_dropped(tmp_p
     # the signals' dumps hold what was read before the signal
     for d in dumps[1:3]:
         assert _log(d).posix.set_index("path").at[str(data), "POSIX_BYTES_READ"] == 54_321
+
+
+def test_stop_detaches_only_what_start_attached(tmp_path):
+    # given a detached process, a recorder started and stopped leaves it detached
+    assert not tfdarshan.is_attached()
+    fr = tfdarshan.flight_recorder(seconds=5, logdir=str(tmp_path / "a"))
+    assert tfdarshan.is_attached()
+    fr.stop()
+    assert not tfdarshan.is_attached()
+    # and one started while the user holds the shim attached leaves it so
+    tfdarshan.attach()
+    try:
+        fr = tfdarshan.flight_recorder(seconds=5, logdir=str(tmp_path / "b"))
+        fr.stop()
+        assert tfdarshan.is_attached()
+    finally:
+        tfdarshan.detach()

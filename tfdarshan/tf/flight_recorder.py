@@ -91,9 +91,11 @@ class FlightRecorder:
         self._stopping = threading.Event()
         self._writer: Optional[threading.Thread] = None
         self._live = None               # this recorder's live log, when it started one
+        self._attached_here = False     # the shim was attached by this recorder's start
 
     # ------------------------------------------------------------ running
     def start(self) -> "FlightRecorder":
+        self._attached_here = not RECORDER.attached
         self.ring.start()
         self._hz = RECORDER.clock.ticks_per_second
         if live.current() is None:      # (`tfdarshan run` keeps one in its own run directory)
@@ -112,7 +114,8 @@ class FlightRecorder:
         return self
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Stop recording; dumps already asked for are written first."""
+        """Stop recording (and detach the shim if start() attached it); dumps
+        already asked for are written first."""
         if self._stopping.is_set():
             return
         if self._on_step in S.observers:
@@ -132,6 +135,8 @@ class FlightRecorder:
                 self._live_dir.rmdir()
             except OSError:
                 pass
+        if self._attached_here:         # stopped recording means no wrapper left on the hot path
+            RECORDER.detach()
 
     def stats(self) -> dict:
         return {**self.ring.stats(), "dumps": [str(d) for d in self.dumps],
