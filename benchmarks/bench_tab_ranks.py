@@ -27,6 +27,7 @@ def build_session(root: pathlib.Path, ranks: int):
     """(log directory, session directory) of one session of `ranks` rank logs, 4 of them real."""
     import tab_loads  # noqa: F401  (tests/ on the path)
     from rank_session import PIPELINE, pipeline_inputs, real_session, scale, scaled_host
+    (root / "real").mkdir(parents=True)
     real = real_session(root / "real", PIPELINE, pipeline_inputs(root / "data", 4), 4)
     logdir = root / "tb"
     session = logdir / "job" / "plugins" / "tfdarshan" / real.name

@@ -1,7 +1,7 @@
 """Shared by the tab benchmarks: open the I/O tab in headless Chromium and
-time navigation -> every chart drawn, cold (a TensorBoard just started and
-a browser with an empty cache) and warm (the same server and browser,
-loading the page again), in interleaved rounds.
+time navigation -> every chart drawn, in rounds of a cold load (a
+TensorBoard just started, a browser with an empty cache), a warm one (the
+same server and browser, loading the page again) and a third.
 
 Navigation is the top page's time origin; "every chart drawn" is when the
 tab's draw() has drawn its last chart, and "complete" when the file table
@@ -29,7 +29,8 @@ const t = w && w.__tfdTimings;
 if (!t || !t.rendered) return null;
 const nav = performance.timeOrigin, origin = w.performance.timeOrigin;
 return {charts: (origin + t.charts - nav) / 1e3, complete: (origin + t.rendered - nav) / 1e3,
-        tab: (origin + t.start - nav) / 1e3, data: (t.data - t.start) / 1e3, draw: (t.charts - t.data) / 1e3};
+        tab: (origin + t.start - nav) / 1e3, data: (t.data - t.start) / 1e3, draw: (t.charts - t.data) / 1e3,
+        plotly: t.plotly ? (t.plotly - t.start) / 1e3 : null};
 """
 
 
@@ -41,25 +42,30 @@ def load_once(driver, url: str, timeout: float) -> Dict[str, float]:
     return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: d.execute_script(TIMES_JS))
 
 
+KINDS = ("cold", "warm", "again")
+
+
 def rounds(logdir, runs: int, timeout: float = 600, width: int = 1600, height: int = 1200) -> List[Dict]:
-    """`runs` rounds of one cold load (fresh TensorBoard, fresh browser) and
-    one warm load (the same again); their timings."""
+    """`runs` rounds of a cold load (fresh TensorBoard, fresh browser), a
+    warm load (the same again: the server's answers and the browser's copy
+    of Plotly cached) and a warm load again (Chromium compiles a script it
+    has run twice once and keeps that code from the third load on); their timings."""
     out = []
     for i in range(runs):
         with tensorboard(logdir) as url:
             d = browser()
             try:
                 d.set_window_size(width, height)
-                cold = load_once(d, url, timeout)
-                warm = load_once(d, url, timeout)
+                times = {kind: load_once(d, url, timeout) for kind in KINDS}
             finally:
                 d.quit()
-        out.append({"cold": cold, "warm": warm})
-        print(f"  round {i + 1}: cold {cold['charts']:.2f} s to every chart ({cold['complete']:.2f} s complete), "
-              f"warm {warm['charts']:.2f} s ({warm['complete']:.2f} s)", flush=True)
-        for kind, t in (("cold", cold), ("warm", warm)):
+        out.append(times)
+        print(f"  round {i + 1}: " + ", ".join(f"{k} {t['charts']:.2f} s" for k, t in times.items())
+              + " to every chart", flush=True)
+        for kind, t in times.items():
+            plotly = f" (Plotly ready at {t['plotly']:.2f} s)" if t["plotly"] is not None else ""
             print(f"    {kind}: TensorBoard's page until the tab starts {t['tab']:.2f} s, the tab's data "
-                  f"{t['data']:.2f} s, drawing {t['draw']:.2f} s", flush=True)
+                  f"{t['data']:.2f} s{plotly}, drawing {t['draw']:.2f} s, complete {t['complete']:.2f} s", flush=True)
     return out
 
 
@@ -74,3 +80,6 @@ def report(results: List[Dict], what: str, cold_budget: float = 2.0, warm_budget
           f"(budget {cold_budget:g} s)")
     print(f"  warm: {line('warm', 'charts')}; complete with the file table: {line('warm', 'complete')} "
           f"(budget {warm_budget:g} s)")
+    print(f"  warm, third load: {line('again', 'charts')}; complete: {line('again', 'complete')}")
+    for kind in KINDS:
+        print(f"  {kind}, of which TensorBoard's own page until the tab starts: {line(kind, 'tab')}")
