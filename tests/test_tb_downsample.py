@@ -2,8 +2,11 @@
 bucket keeping its minimum and maximum: the cut against a plain loop, and
 in Chromium, a real session of many steps where one step reads a large
 file: the drawn series still reaches that step's bytes, and the chart says
-it is downsampled."""
+it is downsampled. Answers are kept per session until a log or the stored
+advice changes."""
+import dataclasses
 import json
+import os
 import re
 import shutil
 import urllib.parse
@@ -156,3 +159,32 @@ def test_a_downsampled_chart_still_shows_the_spike(spike_logdir):
     [file_io] = [t for t in verdict["traces"] if t["name"] == "file I/O (ours)"]
     assert max(duration["y"]) == max(lead["duration"]) and min(duration["y"]) == min(lead["duration"])
     assert max(file_io["y"]) == max(lead["file_io"])
+
+
+def test_answers_are_kept_until_a_log_or_the_advice_changes(spike_logdir, tmp_path):
+    logdir = tmp_path / "logs"
+    shutil.copytree(spike_logdir, logdir)
+    [s] = find_sessions(logdir)
+    [host] = s.hosts
+    log = s.directory / f"{host}.darshan"
+    q = urllib.parse.urlencode({"run": s.run, "session": s.name})
+
+    def get(route):
+        status, _, body = fetch(url, f"/data/plugin/tfdarshan/{route}?{q}")
+        assert status == 200, body
+        return json.loads(body)
+    snap = tfdarshan.read_darshan_log(log)
+    with tensorboard(logdir) as url:
+        before = get("summary")
+        assert before["files"] == len(snap.posix) + len(snap.stdio)
+        assert get("summary") == before and get("advice")["available"] is False
+        # stored advice appears: the session's answers are built again
+        (s.directory / "advice.json").write_text(json.dumps({"summary": "stage large.bin", "selection": []}))
+        assert get("advice")["advice"]["summary"] == "stage large.bin"
+        # the log is rewritten with one POSIX record fewer: so is its summary
+        fewer = dataclasses.replace(snap, _posix=snap.posix.iloc[1:].reset_index(drop=True))
+        tmp = log.with_name(".fewer." + log.name)
+        tfdarshan.write_darshan_log(fewer, tmp)
+        os.replace(tmp, log)
+        after = get("summary")
+        assert after["files"] == before["files"] - 1, (before["files"], after["files"])
