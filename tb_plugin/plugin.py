@@ -65,8 +65,9 @@ class IOPlugin(base_plugin.TBPlugin):
         self._data = collections.OrderedDict()
         self._loading = {}
         self._answers = collections.OrderedDict()
-        # (session directory, host) -> the stages of its load so far, for the page to show
+        # (session directory, host) -> the stages of its last load, for the page to show
         self._progress = {}
+        self._loading_now = set()
 
     # ------------------------------------------------------------ TBPlugin
     def get_plugin_apps(self):
@@ -138,8 +139,10 @@ class IOPlugin(base_plugin.TBPlugin):
                 if key in self._data:
                     return key, self._data[key]
             stages = []
+            named = (str(session.directory), host)
             with self._lock:
-                self._progress[(str(session.directory), host)] = stages
+                self._progress[named] = stages
+                self._loading_now.add(named)
             started = time.monotonic()
 
             def say(line):
@@ -149,11 +152,17 @@ class IOPlugin(base_plugin.TBPlugin):
             many = host is None and rank_data.is_many_ranks(session)
             try:
                 data = rank_data.RankSessionData(session, say) if many else views.SessionData(session, host, say)
-            finally:
-                say("ready")
+            except Exception as e:
+                say(f"could not load: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+                with self._lock:
+                    self._loading.pop(key, None)
+                    self._loading_now.discard(named)
+                raise
+            say("ready")
             with self._lock:
                 self._data[key] = data
                 self._loading.pop(key, None)
+                self._loading_now.discard(named)
                 while len(self._data) > CACHE_SIZE:
                     old = self._data.popitem(last=False)[0]
                     for k in [k for k in self._answers if k[0] == old]:
@@ -188,8 +197,9 @@ class IOPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_progress(self, request):
-        """The stages of the named session's load so far (its first opening
-        can take a while: analysis tables are built then)."""
+        """The stages of the named session's last load, and whether it is
+        loading now (its first opening can take a while: analysis tables
+        are built then)."""
         try:
             session, host = self._named(request)
         except BadRequest as e:
@@ -198,7 +208,8 @@ class IOPlugin(base_plugin.TBPlugin):
             return _json(request, {"error": str(e)}, code=404)
         with self._lock:
             stages = list(self._progress.get((str(session.directory), host), []))
-        return _json(request, {"stages": stages})
+            loading = (str(session.directory), host) in self._loading_now
+        return _json(request, {"stages": stages, "loading": loading})
 
     def _json_route(self, name):
         ranked = name.startswith("rank_")

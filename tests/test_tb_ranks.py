@@ -185,14 +185,14 @@ def test_tables_are_built_on_first_use(server, logdir):
     _, _, few, _ = logdir
     assert not (few / "analysis").exists()
     status, before = _get(server, "progress", _query(logdir[0], "ranks8"))
-    assert status == 200 and before["stages"] == []
+    assert status == 200 and before == {"stages": [], "loading": False}
     status, wait = _get(server, "rank_wait", _query(logdir[0], "ranks8"))
     assert status == 200, wait
     assert (few / "analysis" / "ranks").exists()
     # the first opening said what it was doing, a line a stage, ending ready
     status, progress = _get(server, "progress", _query(logdir[0], "ranks8"))
     stages = [line.split(": ", 1)[1] for line in progress["stages"]]
-    assert status == 200 and stages[-1] == "ready", stages
+    assert status == 200 and stages[-1] == "ready" and progress["loading"] is False, progress
     assert any(s.startswith(f"building the analysis tables from {FEW} rank logs") for s in stages), stages
     assert any(s == "reading the analysis tables" for s in stages), stages
     _, _, share, _ = expected(few)

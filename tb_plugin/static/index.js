@@ -125,7 +125,8 @@ function followProgress(status, done) {
     try {
       const p = await get('progress');
       if (done()) return;
-      status.replaceChildren(...p.stages.map((line) => el('div', {}, line)));
+      // (the stages of an earlier load are not this one's)
+      if (p.loading) status.replaceChildren(...p.stages.map((line) => el('div', {}, line)));
     } catch (e) { /* a missed poll: the next one shows the stages */ }
     if (!done()) timer = setTimeout(poll, PROGRESS_EVERY);
   };
