@@ -463,7 +463,10 @@ def timeline(d: SessionData) -> Dict:
                     "start": (seg["start"] - t0).round(9).tolist(),
                     "duration": (seg["end"] - seg["start"]).round(9).tolist(),
                     "offset": seg["offset"].tolist(), "length": seg["length"].tolist()})
-    return {"available": True, "files": out, "truncated": int(len(dxt)) > TIMELINE_SEGMENTS}
+    shown = sum(len(f["op"]) for f in out)
+    held = int(dxt["record_id"].isin(top).sum())
+    return {"available": True, "files": out, "truncated": int(len(dxt)) > TIMELINE_SEGMENTS,
+            "shown": shown, "held": held, "per_file": per_file}
 
 
 def recommend_command(target: str, session: str) -> str:

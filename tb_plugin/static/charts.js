@@ -148,7 +148,10 @@ export function figures(steps, hist, mounts, timeline) {
       customdata: f.offset.map((o, j) => [o, f.length[j], f.op[j], f.duration[j] * 1e6]),
       hovertemplate: '%{customdata[2]} of %{customdata[1]} bytes at offset %{customdata[0]}, %{customdata[3]:.1f} µs<extra></extra>',
     }));
-    out.push({id: 'tfd-timeline', title: 'Busiest files: operations over time', data,
+    // (each file's first operations only, when the trace holds more than the chart can take)
+    const cut = timeline.held > timeline.shown
+      ? ` (the first ${timeline.per_file} operations of each file: ${timeline.shown} of ${timeline.held})` : '';
+    out.push({id: 'tfd-timeline', title: `Busiest files: operations over time${cut}`, data,
       layout: layout({showlegend: false, xaxis: amount('seconds from the session start'), yaxis: axis('file'),
         margin: {l: 160, r: 20, t: 30, b: 40}})});
   }
