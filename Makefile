@@ -56,6 +56,7 @@ bench: $(STAMP) browser
 	$(BIN)/python benchmarks/bench_joblog.py
 	$(BIN)/python benchmarks/bench_pipeline.py
 	$(BIN)/python benchmarks/bench_tab.py
+	$(BIN)/python benchmarks/bench_tab_ranks.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info tfdarshan/_native_shim*.so demo_logs

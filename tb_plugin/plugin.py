@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import importlib.resources
 import json
+import logging
 import os
 import pathlib
 import threading
@@ -22,7 +23,7 @@ from werkzeug import wrappers
 
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs.logdir import find_sessions
-from tfdarshan_tb import metadata, rank_data, rank_views, views
+from tfdarshan_tb import downsample, metadata, rank_data, rank_views, views
 
 STATIC = pathlib.Path(__file__).parent / "static"
 # the page's ES modules, each served under its own fixed route (no file name
@@ -31,6 +32,19 @@ MODULES = ("index.js", "util.js", "charts.js", "verdict.js", "table.js", "ranks.
 MAX_PARAM = 512
 SESSIONS_TTL = 5.0
 CACHE_SIZE = 4
+# answers kept per loaded session (routes x parameters): a reload is served from here
+ANSWERS_SIZE = 256
+# a page of the ranks chart, and the most a client may ask for
+RANK_PAGE_MAX = 4096
+
+# a line per stage of a long first load, beside TensorBoard's own log lines
+log = logging.getLogger("tfdarshan.tab")
+if not log.handlers:
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("tfdarshan tab: %(message)s"))
+    log.addHandler(_handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
 
 
 class BadRequest(Exception):
@@ -50,10 +64,14 @@ class IOPlugin(base_plugin.TBPlugin):
         self._sessions = (0.0, [])
         self._data = collections.OrderedDict()
         self._loading = {}
+        self._answers = collections.OrderedDict()
+        # (session directory, host) -> the stages of its last load, for the page to show
+        self._progress = {}
+        self._loading_now = set()
 
     # ------------------------------------------------------------ TBPlugin
     def get_plugin_apps(self):
-        routes = {"/plotly.js": self._serve_plotly, "/runs": self._serve_runs}
+        routes = {"/plotly.js": self._serve_plotly, "/runs": self._serve_runs, "/progress": self._serve_progress}
         for module in MODULES:
             routes["/" + module] = self._module_route(module)
         for name in ("summary", "verdict", "files", "steps", "histograms", "mounts", "timeline", "advice",
@@ -85,9 +103,8 @@ class IOPlugin(base_plugin.TBPlugin):
             self._sessions = (time.monotonic(), ok)
         return ok
 
-    def _session_data(self, request, whole=False):
-        """The session the request names, loaded once: one process's log, all
-        of them, or (a many-rank session as a whole) its analysis tables.
+    def _named(self, request, whole=False):
+        """(session, host) the request names; host None for the whole session.
         whole: the whole session whatever host the request names."""
         run = _param(request, "run")
         name = _param(request, "session")
@@ -97,29 +114,60 @@ class IOPlugin(base_plugin.TBPlugin):
             raise NotFound("no such run and session")
         if host is not None and host not in session.hosts:
             raise NotFound("no such host in this session")
-        if whole:
-            host = None
+        return session, None if whole else host
+
+    def _session_data(self, request, whole=False):
+        """(key, data): the session the request names, loaded once: one
+        process's log, all of them, or (a many-rank session as a whole) its
+        analysis tables. The key changes when a log or the stored advice does."""
+        session, host = self._named(request, whole)
         hosts = [host] if host else list(session.hosts)
         stamp = tuple(os.stat(session.directory / f"{h}.darshan").st_mtime_ns for h in hosts)
-        key = (str(session.directory), host, stamp)
+        try:
+            advice = os.stat(session.directory / "advice.json").st_mtime_ns
+        except OSError:
+            advice = None
+        key = (str(session.directory), host, stamp, advice)
         with self._lock:
             if key in self._data:
                 self._data.move_to_end(key)
-                return self._data[key]
+                return key, self._data[key]
             # the page asks for several views at once: load each session once
             loading = self._loading.setdefault(key, threading.Lock())
         with loading:
             with self._lock:
                 if key in self._data:
-                    return self._data[key]
+                    return key, self._data[key]
+            stages = []
+            named = (str(session.directory), host)
+            with self._lock:
+                self._progress[named] = stages
+                self._loading_now.add(named)
+            started = time.monotonic()
+
+            def say(line):
+                line = f"{time.monotonic() - started:.1f} s: {line}"
+                stages.append(line)
+                log.info("%s/%s%s: %s", session.run, session.name, f" ({host})" if host else "", line)
             many = host is None and rank_data.is_many_ranks(session)
-            data = rank_data.RankSessionData(session) if many else views.SessionData(session, host)
+            try:
+                data = rank_data.RankSessionData(session, say) if many else views.SessionData(session, host, say)
+            except Exception as e:
+                say(f"could not load: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+                with self._lock:
+                    self._loading.pop(key, None)
+                    self._loading_now.discard(named)
+                raise
+            say("ready")
             with self._lock:
                 self._data[key] = data
                 self._loading.pop(key, None)
+                self._loading_now.discard(named)
                 while len(self._data) > CACHE_SIZE:
-                    self._data.popitem(last=False)
-        return data
+                    old = self._data.popitem(last=False)[0]
+                    for k in [k for k in self._answers if k[0] == old]:
+                        del self._answers[k]
+        return key, data
 
     def _recommend_target(self, session):
         """What to hand `tfdarshan recommend` to find this session: the log
@@ -147,32 +195,42 @@ class IOPlugin(base_plugin.TBPlugin):
     def _serve_runs(self, request):
         return _json(request, views.runs(self._find()))
 
+    @wrappers.Request.application
+    def _serve_progress(self, request):
+        """The stages of the named session's last load, and whether it is
+        loading now (its first opening can take a while: analysis tables
+        are built then)."""
+        try:
+            session, host = self._named(request)
+        except BadRequest as e:
+            return _json(request, {"error": str(e)}, code=400)
+        except NotFound as e:
+            return _json(request, {"error": str(e)}, code=404)
+        with self._lock:
+            stages = list(self._progress.get((str(session.directory), host), []))
+            loading = (str(session.directory), host) in self._loading_now
+        return _json(request, {"stages": stages, "loading": loading})
+
     def _json_route(self, name):
         ranked = name.startswith("rank_")
 
         @wrappers.Request.application
         def route(request):
             try:
-                data = self._session_data(request, whole=ranked)
-                many = isinstance(data, rank_data.RankSessionData)
-                view = getattr(rank_views if many else views, name, None)
-                if ranked:
-                    node = _param(request, "node", required=False)
-                    ranks = _param(request, "ranks", required=False)
-                    payload = view(data, node=node, ranks=ranks or None) if many else rank_views.no_ranks()
-                elif name == "files":
-                    # (no sort: the view picks the column that matters for the session)
-                    payload = view(data, sort=_param(request, "sort", required=False) or None,
-                                   order=_param(request, "order", required=False) or "desc",
-                                   offset=_int(request, "offset", 0, 0, 10**9),
-                                   limit=_int(request, "limit", 50, 1, 1000),
-                                   query=_param(request, "q", required=False) or "",
-                                   step=_int(request, "step", None, -1, 2**62))
-                elif name == "advice":
-                    payload = views.advice(data, target=self._recommend_target(data.session))
-                else:
-                    payload = view(data)
-                return _json(request, payload)
+                key, data = self._session_data(request, whole=ranked)
+                # the same question of the same loaded session: the same answer
+                asked = (key, name, tuple(sorted(request.args.items(multi=True))))
+                with self._lock:
+                    body = self._answers.get(asked)
+                    if body is not None:
+                        self._answers.move_to_end(asked)
+                if body is None:
+                    body = json.dumps(self._answer(name, ranked, data, request), allow_nan=False)
+                    with self._lock:
+                        self._answers[asked] = body
+                        while len(self._answers) > ANSWERS_SIZE:
+                            self._answers.popitem(last=False)
+                return http_util.Respond(request, body, "application/json")
             except BadRequest as e:
                 return _json(request, {"error": str(e)}, code=400)
             except NotFound as e:
@@ -182,6 +240,35 @@ class IOPlugin(base_plugin.TBPlugin):
             except TfdarshanError as e:
                 return _json(request, {"error": str(e)}, code=422)
         return route
+
+    def _answer(self, name, ranked, data, request):
+        """The payload of route `name` for a loaded session."""
+        many = isinstance(data, rank_data.RankSessionData)
+        view = getattr(rank_views if many else views, name, None)
+        width = _int(request, "width", None, downsample.MIN_WIDTH, downsample.MAX_WIDTH)
+        if ranked:
+            node = _param(request, "node", required=False)
+            ranks = _param(request, "ranks", required=False)
+            if not many:
+                return rank_views.no_ranks()
+            if name == "rank_wait":
+                return view(data, node=node, ranks=ranks or None, offset=_int(request, "offset", 0, 0, 10**9),
+                            limit=_int(request, "limit", None, 1, RANK_PAGE_MAX))
+            return view(data, node=node, ranks=ranks or None, width=width)
+        if name in ("steps", "verdict"):
+            return view(data, width=width)
+        if name == "mounts":
+            return view(data, offset=_int(request, "offset", 0, 0, 10**9), limit=_int(request, "limit", None, 1, 1000))
+        if name == "files":
+            # (no sort: the view picks the column that matters for the session)
+            return view(data, sort=_param(request, "sort", required=False) or None,
+                        order=_param(request, "order", required=False) or "desc",
+                        offset=_int(request, "offset", 0, 0, 10**9), limit=_int(request, "limit", 50, 1, 1000),
+                        query=_param(request, "q", required=False) or "",
+                        step=_int(request, "step", None, -1, 2**62))
+        if name == "advice":
+            return views.advice(data, target=self._recommend_target(data.session))
+        return view(data)
 
 
 def _json(request, payload, code=200):

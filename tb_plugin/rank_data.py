@@ -10,13 +10,13 @@ from typing import List, Tuple
 
 import pandas as pd
 
-from tfdarshan.analysis.analyze import ensure_tables, skipped_logs
+from tfdarshan.analysis.analyze import ensure_tables, rank_logs, skipped_logs, tables_fresh
 from tfdarshan.capture import mounts as M
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan.logs.logdir import Session
 from tfdarshan.advice.file_table import tiers_of
 from tfdarshan.analysis.tables import COVERAGE
-from tfdarshan_tb.views import coverage_card, display_path, read_json, tier_names
+from tfdarshan_tb.views import Progress, quiet, coverage_card, display_path, read_json, tier_names
 
 RANK_STEM = re.compile(r"(.*)\.rank(\d+)")
 
@@ -31,19 +31,26 @@ def is_many_ranks(session: Session) -> bool:
     return len(session.hosts) > 1 and len(rank_stems(session)) == len(session.hosts)
 
 
-def tables_dir(session: Session) -> pathlib.Path:
+def tables_dir(session: Session, progress: Progress = quiet) -> pathlib.Path:
     """The session's analysis tables, built now if missing or stale."""
+    if tables_fresh(session.directory):
+        progress("the analysis tables are up to date")
+    else:
+        progress(f"building the analysis tables from {len(rank_logs(session.directory))} rank logs "
+                 "(tfdarshan analyze; once per session)")
     return ensure_tables(session.directory)
 
 
 class RankSessionData:
     """Everything the tab shows for a many-rank session, from its tables."""
 
-    def __init__(self, session: Session):
+    def __init__(self, session: Session, progress: Progress = quiet):
         self.session = session
-        where = tables_dir(session)
+        where = tables_dir(session, progress)
+        progress("reading the analysis tables")
         files, self.ranks, self.steps, self.mounts_table = (
             pd.read_parquet(where / t) for t in ("files", "ranks", "steps", "mounts"))
+        progress(f"read {len(files)} files, {len(self.ranks)} ranks, {len(self.steps)} rank steps; naming tiers")
         # the logs the tables left out as unreadable ({"log", "reason"})
         self.skipped_logs = skipped_logs(session.directory)
         # one rank's mount table names the tiers (a job's ranks see the same mounts): a readable one's

@@ -60,7 +60,7 @@ def summary(d: RankSessionData) -> Dict:
     return out
 
 
-def verdict(d: RankSessionData) -> Dict:
+def verdict(d: RankSessionData, width: Optional[int] = None) -> Dict:
     """Per step, the mean over ranks of its duration and of its file I/O;
     the share is the job's (job_share), which the bars' totals give."""
     st = _real_steps(d)
@@ -74,25 +74,26 @@ def verdict(d: RankSessionData) -> Dict:
                file_io=_clean_list(g["wait"]), other_input=None,
                compute=_clean_list((g["duration"] - g["wait"]).clip(lower=0)),
                cut_by_window_end=(~g["counted"].to_numpy(bool)).tolist(), share=views._clean(job_share(d)))
-    return out
+    return views.cut_to_width(out, width, views.VERDICT_SERIES, ["cut_by_window_end"])
 
 
-def steps(d: RankSessionData) -> Dict:
+def steps(d: RankSessionData, width: Optional[int] = None) -> Dict:
     """Per step, summed over ranks: bytes read, and bandwidth over the time
     in file calls (the tables do not split reads from metadata); the
-    duration is the mean over ranks."""
+    duration is the mean over ranks. Cut to `width` buckets when longer."""
     st = _real_steps(d)
     if st.empty:
-        return {"steps": [], "mounts": {}}
+        return {"steps": [], "mounts": {}, "downsampled": None}
     g = st.groupby("step", as_index=False).agg(bytes_read=("bytes_read", "sum"), io_time=("io_time", "sum"),
                                                 duration=("duration", "mean"))
     bw = np.where(g["io_time"] > 0, g["bytes_read"] / g["io_time"].where(g["io_time"] > 0, 1), np.nan)
     n = len(g)
-    return {"steps": [int(s) for s in g["step"]], "duration": _clean_list(g["duration"]),
-            "over": input_wait.SUM_OVER_RANKS,
-            "cut_by_window_end": [False] * n, "bytes_read": [int(b) for b in g["bytes_read"]],
-            "bytes_written": [0] * n, "ops": [None] * n, "io_time": _clean_list(g["io_time"]),
-            "meta_time": [None] * n, "bandwidth": _clean_list(bw), "mounts": {}}
+    out = {"steps": [int(s) for s in g["step"]], "duration": _clean_list(g["duration"]),
+           "over": input_wait.SUM_OVER_RANKS,
+           "cut_by_window_end": [False] * n, "bytes_read": [int(b) for b in g["bytes_read"]],
+           "bytes_written": [0] * n, "ops": [None] * n, "io_time": _clean_list(g["io_time"]),
+           "meta_time": [None] * n, "bandwidth": _clean_list(bw), "mounts": {}}
+    return views.cut_to_width(out, width, views.STEP_SERIES, ["cut_by_window_end"], nested="mounts")
 
 
 def histograms(d: RankSessionData) -> Dict:
@@ -104,18 +105,17 @@ def timeline(d: RankSessionData) -> Dict:
     return {"available": False, "files": []}
 
 
-def mounts(d: RankSessionData) -> Dict:
+def mounts(d: RankSessionData, offset: int = 0, limit: Optional[int] = None) -> Dict:
     t = d.mounts_table
     t = t[t["mount"] != M.STREAMS]            # not storage: the file table lists them
     if t.empty:
-        return {"mounts": []}
+        return {"mounts": [], "total": 0, "offset": offset}
     names = views.tier_names(M.label(p, d.mounts) if p else "?" for p in t["mount"])
     g = t.assign(tier=names).groupby("tier", as_index=False).agg(
         files=("files", "sum"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"))
     # no read or write time of their own in the tables: no per-tier bandwidth
     g["read_bandwidth"] = g["write_bandwidth"] = None
-    return {"mounts": [{k: views._clean(v) for k, v in r.items()} for r in g.to_dict("records")],
-            "over": input_wait.SUM_OVER_RANKS}
+    return {**views.page_of(g.to_dict("records"), offset, limit, "mounts"), "over": input_wait.SUM_OVER_RANKS}
 
 
 def files(d: RankSessionData, sort: Optional[str] = None, order: str = "desc", offset: int = 0,
@@ -154,38 +154,48 @@ def rank_filter(d: RankSessionData, node: Optional[str], ranks: Optional[str]) -
     return keep
 
 
-def rank_wait(d: RankSessionData, node: Optional[str] = None, ranks: Optional[str] = None) -> Dict:
+def rank_wait(d: RankSessionData, node: Optional[str] = None, ranks: Optional[str] = None,
+              offset: int = 0, limit: Optional[int] = None) -> Dict:
     """Ranks by the share of their step time spent in file input calls
-    (analyze's figure), longest first."""
+    (analyze's figure), longest first: a page of them (offset, limit: all
+    by default) and how many the filter keeps (total)."""
     r = d.ranks[rank_filter(d, node, ranks)]
     r = r.sort_values(["input_wait", "rank"], ascending=[False, True], na_position="last")
-    return {"ranks": [int(x) for x in r["rank"]], "hosts": r["host"].astype(str).tolist(),
+    total = len(r)
+    r = r.iloc[offset: None if limit is None else offset + limit]
+    return {"total": total, "offset": offset,"ranks": [int(x) for x in r["rank"]], "hosts": r["host"].astype(str).tolist(),
             "input_wait": _clean_list(r["input_wait"]), "label": input_wait.LABEL,
             "wait_seconds": _clean_list(r["wait_time"]),
             "step_time": _clean_list(r["step_time"]), "bytes_read": [int(b) for b in r["bytes_read"]],
             "all_hosts": sorted(set(d.ranks["host"].astype(str)))}
 
 
-def rank_heatmap(d: RankSessionData, node: Optional[str] = None, ranks: Optional[str] = None) -> Dict:
+def rank_heatmap(d: RankSessionData, node: Optional[str] = None, ranks: Optional[str] = None,
+                 width: Optional[int] = None) -> Dict:
     """Seconds of input wait per rank (rows, in rank order) and step
-    (columns); past MAX_HEAT_CELLS, steps are summed in equal bins."""
+    (columns); past MAX_HEAT_CELLS, or past `width` columns (the chart's
+    pixels), steps are summed in equal bins."""
     kept = d.ranks[rank_filter(d, node, ranks)]
     st = _real_steps(d)
     st = st[st["rank"].isin(kept["rank"])]
     grid = st.pivot_table(index="rank", columns="step", values="input_wait", aggfunc="sum")
     grid = grid.reindex(sorted(kept["rank"]))
-    width = max(1, math.ceil(grid.shape[1] * len(grid) / MAX_HEAT_CELLS)) if len(grid) else 1
-    if width > 1:
-        bins = np.arange(grid.shape[1]) // width
-        firsts = [int(grid.columns[i]) for i in range(0, grid.shape[1], width)]
+    per = max(1, math.ceil(grid.shape[1] * len(grid) / MAX_HEAT_CELLS)) if len(grid) else 1
+    if width:
+        per = max(per, math.ceil(grid.shape[1] / width))
+    steps = grid.shape[1]
+    if per > 1:
+        bins = np.arange(grid.shape[1]) // per
+        firsts = [int(grid.columns[i]) for i in range(0, grid.shape[1], per)]
         grid = grid.T.groupby(bins).sum(min_count=1).T
         grid.columns = firsts
     host = dict(zip(kept["rank"], kept["host"].astype(str)))
     return {"ranks": [int(x) for x in grid.index], "hosts": [host[x] for x in grid.index],
-            "steps": [int(s) for s in grid.columns], "step_bin": width,
+            "steps": [int(s) for s in grid.columns], "step_bin": per, "all_steps": int(steps),
             "wait": [_clean_list(row) for row in grid.to_numpy()]}
 
 
 def no_ranks() -> Dict:
     """The rank views of a session that is not many ranks."""
-    return {"ranks": [], "hosts": [], "steps": [], "wait": [], "input_wait": [], "all_hosts": []}
+    return {"ranks": [], "hosts": [], "steps": [], "wait": [], "input_wait": [], "all_hosts": [], "total": 0,
+            "offset": 0}

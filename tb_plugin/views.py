@@ -9,7 +9,7 @@ import pathlib
 import re
 import shlex
 import tempfile
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,14 @@ from tfdarshan.logs.logdir import Session, load_snapshot, load_steps, process_la
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs.darshan_log import read_job_record
+from tfdarshan_tb import downsample
+
+# what a view is told of a long load's stages (a line each); the default says nothing
+Progress = Callable[[str], None]
+
+
+def quiet(line: str) -> None:
+    pass
 
 # the file table, plus the time a file cost in all: reads, writes and metadata
 FILE_COLUMNS = report.COLUMNS[:report.COLUMNS.index("meta_time") + 1] + ["total_time"] \
@@ -45,14 +53,17 @@ PROCESS_STEM = re.compile(r".*_\d+")
 class SessionData:
     """Everything the tab shows for one session (all hosts, or one)."""
 
-    def __init__(self, session: Session, host: Optional[str]):
+    def __init__(self, session: Session, host: Optional[str], progress: Progress = quiet):
         hosts = [host] if host else list(session.hosts)
         self.hosts = hosts
+        progress(f"reading {len(hosts)} Darshan log{'s' if len(hosts) > 1 else ''}")
         self.snapshot: Snapshot = load_snapshot(session, host)
+        progress(f"read {len(self.snapshot.posix) + len(self.snapshot.stdio)} file records; reading the step series")
         self.steps, self.step_files = load_steps(session, host, self.snapshot.meta.get("skipped_logs") or ())
         self.session = session
         stored = self.snapshot.meta.get("mounts") or []
         self.mounts = [M.Mount(p, t) for p, t in stored] or M.current()
+        progress(f"read {len(self.steps)} step rows; building the file table")
         self.files = _file_table(self.snapshot, self.mounts)
         advice = session.directory / "advice.json"
         self.advice = read_json(advice)
@@ -62,6 +73,8 @@ class SessionData:
         # (a profile linked in from elsewhere is not this session's to read)
         profiles = [x for x in sorted(session.directory.glob("*.xplane.pb"))
                     if os.path.realpath(x).startswith(real + os.sep)]
+        if profiles:
+            progress(f"reading XProf's analysis of {len(profiles)} profile{'s' if len(profiles) > 1 else ''}")
         self.xprof = xprof_input(profiles)
 
 
@@ -308,7 +321,25 @@ def _touched_in(d: SessionData, step: int, t: pd.DataFrame) -> pd.Series:
     return pd.Series([(p, i) in keys for p, i in zip(t["path"], t["interface"])], index=t.index, dtype=bool)
 
 
-def verdict(d: SessionData) -> Dict:
+def cut_to_width(out: Dict, width: Optional[int], columns: List[str], flags: List[str] = (),
+                 nested: Optional[str] = None) -> Dict:
+    """A per-step payload with its series (out[c] for c in columns, each
+    list of out[nested]) cut to `width` buckets of min and max when the
+    steps outnumber what the chart can draw (downsample.py). The payload's
+    "downsampled" says so; None when every step is there."""
+    cols = {c: out[c] for c in columns if out.get(c) is not None}
+    inner = dict(out.get(nested) or {}) if nested else {}
+    cols.update({("nested", k): v for k, v in inner.items()})
+    cut = downsample.series(out["steps"], cols, {f: out[f] for f in flags}, width)
+    if cut is None:
+        return {**out, "downsampled": None}
+    fresh = {k: v for k, v in cut.items() if not isinstance(k, tuple)}
+    if nested:
+        fresh[nested] = {k[1]: v for k, v in cut.items() if isinstance(k, tuple)}
+    return {**out, **fresh}
+
+
+def verdict(d: SessionData, width: Optional[int] = None) -> Dict:
     """Step time split into file I/O (ours), other input wait (XProf's input
     time beyond ours, when the session has an XProf profile) and the rest;
     with several processes, each step's bars are the mean over them."""
@@ -334,17 +365,24 @@ def verdict(d: SessionData) -> Dict:
                other_input=None if other is None else [_clean(x) for x in other],
                compute=[_clean(max(x, 0.0)) for x in rest], cut_by_window_end=cut.tolist(),
                share=_clean(input_wait.series_share(d.steps)))
-    return out
+    return cut_to_width(out, width, VERDICT_SERIES, ["cut_by_window_end"])
 
 
-def steps(d: SessionData) -> Dict:
+# the verdict's and the step chart's per-step series (steps, flags and notes aside)
+VERDICT_SERIES = ["duration", "file_io", "other_input", "compute"]
+STEP_SERIES = ["duration", "bytes_read", "bytes_written", "ops", "io_time", "meta_time", "bandwidth",
+               "copy_bytes", "mmap_bytes"]
+
+
+def steps(d: SessionData, width: Optional[int] = None) -> Dict:
     """Per step, summed over the session's processes (the set-up and the
-    wind-down are not steps: the summary gives the set-up)."""
+    wind-down are not steps: the summary gives the set-up); cut to `width`
+    buckets when longer (cut_to_width)."""
     st = d.steps
     if not st.empty:
         st = st[~st["step"].isin(list(OUTSIDE_STEPS))]
     if st.empty:
-        return {"steps": [], "mounts": {}}
+        return {"steps": [], "mounts": {}, "downsampled": None}
     st = st.groupby("step", as_index=False).agg(
         start=("start", "min"), end=("end", "max"), bytes_read=("bytes_read", "sum"),
         bytes_written=("bytes_written", "sum"), reads=("reads", "sum"), writes=("writes", "sum"),
@@ -373,7 +411,7 @@ def steps(d: SessionData) -> Dict:
         for tier, part in g.groupby("tier"):
             series = part.set_index("step")["bytes_read"].reindex(st["step"]).fillna(0)
             out["mounts"][tier] = [int(x) for x in series]
-    return out
+    return cut_to_width(out, width, STEP_SERIES, ["cut_by_window_end"], nested="mounts")
 
 
 def histograms(d: SessionData) -> Dict:
@@ -383,25 +421,31 @@ def histograms(d: SessionData) -> Dict:
             "write": [int(p[f"POSIX_SIZE_WRITE_{b}"].sum()) for b in SIZE_BINS]}
 
 
-def mounts(d: SessionData) -> Dict:
+def mounts(d: SessionData, offset: int = 0, limit: Optional[int] = None) -> Dict:
+    """Per storage tier, a page of them (offset, limit: all by default)."""
     t = d.files
     if t.empty:
-        return {"mounts": []}
+        return {"mounts": [], "total": 0, "offset": offset}
     t = t[t["tier"] != M.STREAMS]          # not storage: the file table lists them
     if t.empty:
-        return {"mounts": []}
+        return {"mounts": [], "total": 0, "offset": offset}
+    # (the file table's tiers: looking every path's tier up again cost half a second at 100k files)
     g = t.groupby("tier", as_index=False).agg(files=("path", "size"), bytes_read=("bytes_read", "sum"),
                                               bytes_written=("bytes_written", "sum"),
-                                              read_time=("read_time", "sum"), meta_time=("meta_time", "sum"))
-    # the file table has no write time: the same tiers, from the log's records
-    p = d.snapshot.posix
-    tiers = tier_names(report.tiers_of(p["path"], d.mounts))
-    g["write_time"] = g["tier"].map(p["POSIX_F_WRITE_TIME"].groupby(tiers).sum()).fillna(0.0)
+                                              read_time=("read_time", "sum"), write_time=("write_time", "sum"),
+                                              meta_time=("meta_time", "sum"))
     for op, moved in (("read", "bytes_read"), ("write", "bytes_written")):
         spent = g[f"{op}_time"]
         g[f"{op}_bandwidth"] = np.where(spent > 0, g[moved] / spent.where(spent > 0, 1), np.nan)
-    return {"mounts": [{k: _clean(v) for k, v in r.items()} for r in g.to_dict("records")],
+    return {**page_of(g.to_dict("records"), offset, limit, "mounts"),
             "over": input_wait.SUM_OVER_PROCESSES if len(d.hosts) > 1 else None}
+
+
+def page_of(rows: List[Dict], offset: int, limit: Optional[int], name: str) -> Dict:
+    """Rows offset..offset+limit of a small table of records, JSON-safe,
+    with the whole table's length."""
+    page = rows[offset: None if limit is None else offset + limit]
+    return {name: [{k: _clean(v) for k, v in r.items()} for r in page], "total": len(rows), "offset": offset}
 
 
 def timeline(d: SessionData) -> Dict:
@@ -419,7 +463,10 @@ def timeline(d: SessionData) -> Dict:
                     "start": (seg["start"] - t0).round(9).tolist(),
                     "duration": (seg["end"] - seg["start"]).round(9).tolist(),
                     "offset": seg["offset"].tolist(), "length": seg["length"].tolist()})
-    return {"available": True, "files": out, "truncated": int(len(dxt)) > TIMELINE_SEGMENTS}
+    shown = sum(len(f["op"]) for f in out)
+    held = int(dxt["record_id"].isin(top).sum())
+    return {"available": True, "files": out, "truncated": int(len(dxt)) > TIMELINE_SEGMENTS,
+            "shown": shown, "held": held, "per_file": per_file}
 
 
 def recommend_command(target: str, session: str) -> str:

@@ -82,6 +82,8 @@ def test_every_route_answers_with_figures_from_the_log(server, trained_logdir):
     assert sizes == sorted(sizes, reverse=True)
     _, _, timeline = _get_json(server, "timeline", q)
     assert timeline["available"] and timeline["files"]
+    # what the chart shows of the trace, and how much of it the trace holds for those files
+    assert timeline["shown"] == sum(len(f["op"]) for f in timeline["files"]) <= timeline["held"] <= len(snap.dxt)
     # search for a file the profiled steps read
     name = os.path.basename(dict(zip(files["columns"], files["rows"][0]))["path"])
     found = _get_json(server, "files", {**q, "q": name})[2]

@@ -161,12 +161,40 @@ def test_host_and_rank_filter(server, logdir):
     assert status == 200 and none["ranks"] == []
 
 
+def test_rank_and_tier_tables_are_paged_on_the_server(server, logdir):
+    q = _query(logdir[0], "ranks64")
+    _, whole = _get(server, "rank_wait", q)
+    assert whole["total"] == RANKS and len(whole["ranks"]) == RANKS
+    status, page = _get(server, "rank_wait", {**q, "offset": 5, "limit": 10})
+    assert status == 200 and page["total"] == RANKS and page["offset"] == 5
+    assert page["ranks"] == whole["ranks"][5:15] and page["input_wait"] == whole["input_wait"][5:15]
+    status, last = _get(server, "rank_wait", {**q, "node": "node1", "offset": RANKS_PER_NODE - 3, "limit": 10})
+    assert status == 200 and last["total"] == RANKS_PER_NODE and len(last["ranks"]) == 3
+    _, tiers = _get(server, "mounts", q)
+    status, first = _get(server, "mounts", {**q, "limit": 1})
+    assert status == 200 and first["total"] == len(tiers["mounts"]) and first["mounts"] == tiers["mounts"][:1]
+    for bad in ({"limit": 0}, {"offset": -1}, {"limit": 10**6}):
+        for route in ("rank_wait", "mounts"):
+            status, body = _get(server, route, {**q, **bad})
+            assert status == 400 and body["error"], (route, bad, body)
+    status, body = _get(server, "steps", {**q, "width": 3})       # narrower than any chart
+    assert status == 400 and "width" in body["error"]
+
+
 def test_tables_are_built_on_first_use(server, logdir):
     _, _, few, _ = logdir
     assert not (few / "analysis").exists()
+    status, before = _get(server, "progress", _query(logdir[0], "ranks8"))
+    assert status == 200 and before == {"stages": [], "loading": False}
     status, wait = _get(server, "rank_wait", _query(logdir[0], "ranks8"))
     assert status == 200, wait
     assert (few / "analysis" / "ranks").exists()
+    # the first opening said what it was doing, a line a stage, ending ready
+    status, progress = _get(server, "progress", _query(logdir[0], "ranks8"))
+    stages = [line.split(": ", 1)[1] for line in progress["stages"]]
+    assert status == 200 and stages[-1] == "ready" and progress["loading"] is False, progress
+    assert any(s.startswith(f"building the analysis tables from {FEW} rank logs") for s in stages), stages
+    assert any(s == "reading the analysis tables" for s in stages), stages
     _, _, share, _ = expected(few)
     assert sorted(wait["ranks"]) == list(range(FEW))
     assert np.allclose(wait["input_wait"], share.loc[wait["ranks"]].to_numpy(), rtol=1e-9)

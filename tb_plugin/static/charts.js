@@ -45,8 +45,16 @@ export const amount = (text, extra = {}) => axis(text, {rangemode: 'tozero', ...
 export const layout = (extra) => ({margin: {l: 60, r: 60, t: 30, b: 40}, showlegend: true,
   legend: {orientation: 'h', x: 0, xref: 'container', y: 0, yref: 'container', yanchor: 'bottom'}, ...extra});
 
-// Long series as lines (SVG: one path per series; WebGL may be software-rendered); a few steps as bars.
+// Long series as lines; a few steps as bars.
 export const MANY_STEPS = 500;
+// A downsampled series (the server keeps each bucket's min and max: two
+// points a pixel at most) is one SVG path, not stacked, and its chart says so
+// in its title. Not WebGL (scattergl): at this size it draws nothing faster,
+// and where the GPU is software (headless, remote desktops) its contexts
+// made the page 0.6-1.5 s slower (benchmarks/bench_tab.py). Only the
+// timeline, up to 20,000 points, is WebGL.
+export const LINE = 'scatter';
+export const downsampledNote = (d) => d ? ` (${d.text})` : '';
 
 // A step axis that shows every step: its range is set, not left to
 // autorange, and each chart gets its own object (Plotly writes into the
@@ -71,28 +79,33 @@ export function figures(steps, hist, mounts, timeline) {
   const tiers = tierColours([...Object.keys(steps.mounts), ...mounts.mounts.map((m) => m.tier)]);
   const out = [];
   if (steps.steps.length) {
-    const many = steps.steps.length > MANY_STEPS;
-    const series = (name, y, color, extra = {}) => many
-      ? {type: 'scatter', mode: 'lines', name, x: steps.steps, y, line: {width: 1, color}, ...extra}
-      : {type: 'bar', name, x: steps.steps, y, marker: {color}};
+    const cut = steps.downsampled;
+    const many = steps.steps.length > MANY_STEPS || Boolean(cut);
+    const note = downsampledNote(cut);
+    const series = (name, y, color, extra = {}) => cut
+      ? {type: LINE, mode: 'lines', name, x: steps.steps, y, line: {width: 1, color}}
+      : many ? {type: 'scatter', mode: 'lines', name, x: steps.steps, y, line: {width: 1, color}, ...extra}
+        : {type: 'bar', name, x: steps.steps, y, marker: {color}};
     const moved = [series('bytes read', steps.bytes_read, READ), series('bytes written', steps.bytes_written, WRITTEN),
       series('copied by the kernel (copy_file_range, sendfile, splice)', steps.copy_bytes || [], COPIED),
       series('read through mmap (estimate)', steps.mmap_bytes || [], MAPPED)]
         .filter((t) => hasData(t.y));
     if (moved.length) {
       const bw = steps.bandwidth.map((b) => b == null ? null : b / MIB);
-      const rate = hasData(bw) ? [{type: 'scatter', mode: many ? 'lines' : 'lines+markers', name: 'bandwidth',
+      const rate = hasData(bw) ? [{type: cut ? LINE : 'scatter', mode: many ? 'lines' : 'lines+markers', name: 'bandwidth',
         x: steps.steps, y: bw, yaxis: 'y2', line: {color: RATE}, marker: {color: RATE}}] : [];
       const over = steps.over ? `, ${steps.over}` : '';
-      out.push({id: 'tfd-step-chart', title: `Per step${over}: bytes and bandwidth`, data: [...moved, ...rate],
+      out.push({id: 'tfd-step-chart', title: `Per step${over}: bytes and bandwidth${note}`, downsampled: Boolean(cut),
+        data: [...moved, ...rate],
         layout: layout({barmode: 'stack', xaxis: stepAxis(steps.steps), yaxis: amount('bytes'),
           ...(rate.length ? {yaxis2: rightAmount('MiB/s', bw)} : {})})});
     }
     const perTier = [...tiers.keys()].filter((t) => steps.mounts[t] && hasData(steps.mounts[t]))
         .map((t) => series(plain(t), steps.mounts[t], tiers.get(t), {stackgroup: 'tiers', fillcolor: tiers.get(t)}));
     if (perTier.length) {
-      out.push({id: 'tfd-step-mounts', title: `Per step and storage tier${steps.over ? `, ${steps.over}` : ''}: bytes read`,
-        data: perTier,
+      // (a downsampled chart's tiers are not stacked: one tier's maximum and another's minimum do not add up)
+      out.push({id: 'tfd-step-mounts', title: `Per step and storage tier${steps.over ? `, ${steps.over}` : ''}: bytes read`
+        + note, downsampled: Boolean(cut), data: perTier,
         layout: layout({barmode: 'stack', xaxis: stepAxis(steps.steps), yaxis: amount('bytes read')})});
     }
   }
@@ -135,7 +148,10 @@ export function figures(steps, hist, mounts, timeline) {
       customdata: f.offset.map((o, j) => [o, f.length[j], f.op[j], f.duration[j] * 1e6]),
       hovertemplate: '%{customdata[2]} of %{customdata[1]} bytes at offset %{customdata[0]}, %{customdata[3]:.1f} µs<extra></extra>',
     }));
-    out.push({id: 'tfd-timeline', title: 'Busiest files: operations over time', data,
+    // (each file's first operations only, when the trace holds more than the chart can take)
+    const cut = timeline.held > timeline.shown
+      ? ` (the first ${timeline.per_file} operations of each file: ${timeline.shown} of ${timeline.held})` : '';
+    out.push({id: 'tfd-timeline', title: `Busiest files: operations over time${cut}`, data,
       layout: layout({showlegend: false, xaxis: amount('seconds from the session start'), yaxis: axis('file'),
         margin: {l: 160, r: 20, t: 30, b: 40}})});
   }

@@ -12,6 +12,7 @@ import {fileTable, showStep} from './table.js';
 import {rankFigures, rankFilter} from './ranks.js';
 
 const CSS = `
+html { overflow-y: scroll; }
 body { font-family: Roboto, Arial, sans-serif; margin: 16px; color: #212121; }
 h2 { font-size: 15px; font-weight: 500; margin: 20px 0 8px; }
 .bar { display: flex; gap: 12px; align-items: center; flex-wrap: wrap; }
@@ -42,7 +43,7 @@ export async function render() {
   // timings for benchmarks/bench_tab.py: from render() to a complete page
   window.__tfdTimings = {start: performance.now()};
   // the chart library is the largest thing the page loads: start at once
-  loadPlotly().catch(() => {});
+  loadPlotly().then(() => { window.__tfdTimings.plotly = performance.now(); }, () => {});
   document.head.append(el('style', {}, CSS));
   const root = el('div', {id: 'tfd-root'});
   document.body.append(root);
@@ -101,14 +102,58 @@ export async function render() {
 }
 
 const STEP_CHARTS = new Set(['tfd-verdict-chart', 'tfd-step-chart', 'tfd-step-mounts']);
+// the most tiers a chart shows, and ranks the ranks chart shows at once (a page)
+const TIER_PAGE = 50, RANK_PAGE = 256;
+const PROGRESS_EVERY = 400;     // ms between asks for a first load's stages
+
+// The width (CSS pixels) of a chart's cell in the grid as it will be laid
+// out: the server cuts per-step series to it.
+function cellWidth(body) {
+  const probe = el('div', {class: 'grid', style: 'visibility: hidden; height: 0'},
+      ...[0, 1, 2, 3].map(() => el('div')));
+  body.append(probe);
+  const w = probe.firstChild.getBoundingClientRect().width;
+  probe.remove();
+  return Math.max(100, Math.round(w || 600));
+}
+
+// While the session loads, its stages as the server reports them, a line each
+// (a large session's first opening reads every log or builds its analysis tables).
+function followProgress(status, done) {
+  let timer = null;
+  const poll = async () => {
+    try {
+      const p = await get('progress');
+      if (done()) return;
+      // (the stages of an earlier load are not this one's)
+      if (p.loading) status.replaceChildren(...p.stages.map((line) => el('div', {}, line)));
+    } catch (e) { /* a missed poll: the next one shows the stages */ }
+    if (!done()) timer = setTimeout(poll, PROGRESS_EVERY);
+  };
+  timer = setTimeout(poll, PROGRESS_EVERY);
+  return () => clearTimeout(timer);
+}
+
 let drawing = 0;      // a newer draw (another session chosen) makes an older one stop
 async function draw(body, ranked) {
   const mine = ++drawing;
+  const status = el('div', {class: 'muted', id: 'tfd-progress'});
   body.replaceChildren(el('p', {class: 'muted'}, ranked ? 'Loading (a session\'s first opening builds its '
-      + 'analysis tables)…' : 'Loading…'));
-  const [Plotly, summary, verdict, steps, hist, mounts, timeline, advice, heat, wait] = await Promise.all([
-    loadPlotly(), get('summary'), get('verdict'), get('steps'), get('histograms'), get('mounts'), get('timeline'),
-    get('advice'), ...(ranked ? [get('rank_heatmap'), get('rank_wait')] : [])]);
+      + 'analysis tables)…' : 'Loading…'), status);
+  const width = cellWidth(body);
+  let loaded = false;
+  const stop = followProgress(status, () => loaded || mine !== drawing);
+  let answers;
+  try {
+    answers = await Promise.all([
+      loadPlotly(), get('summary'), get('verdict', {width}), get('steps', {width}), get('histograms'),
+      get('mounts', {limit: TIER_PAGE}), get('timeline'), get('advice'),
+      ...(ranked ? [get('rank_heatmap', {width}), get('rank_wait', {limit: RANK_PAGE})] : [])]);
+  } finally {
+    loaded = true;
+    stop();
+  }
+  const [Plotly, summary, verdict, steps, hist, mounts, timeline, advice, heat, wait] = answers;
   if (mine !== drawing) return;
   window.__tfdTimings.data = performance.now();
   body.replaceChildren(originNote(summary.origin), skippedNote(summary.skipped_logs), verdictLine(verdict), cards(summary),
@@ -122,10 +167,11 @@ async function draw(body, ranked) {
   if (mine !== drawing) return;
   followSizes(Plotly, boxes);
   // a step in a per-step chart: its files in the table (the analysis tables keep no files per step)
-  for (const box of boxes.filter((b) => !ranked && STEP_CHARTS.has(b.id))) {
+  // (not in a downsampled chart: its points are the edges of buckets of steps)
+  for (const box of boxes.filter((b, i) => !ranked && STEP_CHARTS.has(b.id) && !figs[i].downsampled)) {
     box.on('plotly_click', (e) => { if (e.points.length) showStep(Number(e.points[0].x)); });
   }
-  if (ranked) await rankSection(body, Plotly, heat, wait);
+  if (ranked) await rankSection(body, Plotly, heat, wait, width);
   if (mine !== drawing) return;
   window.__tfdTimings.charts = performance.now();
   const files = await fileTable();
@@ -134,24 +180,36 @@ async function draw(body, ranked) {
   window.__tfdTimings.rendered = performance.now();
 }
 
-// The rank views under their filter; the filter redraws them alone.
-async function rankSection(body, Plotly, heat, wait) {
+// The rank views under their filter; the filter redraws them alone. The
+// ranks chart shows a page of RANK_PAGE ranks, longest wait first.
+async function rankSection(body, Plotly, heat, wait, width) {
   const grid = el('div', {class: 'grid', id: 'tfd-ranks'});
   const status = el('span', {class: 'muted', id: 'tfd-rank-status'});
+  const prev = el('button', {id: 'tfd-rank-prev'}, '‹ prev');
+  const next = el('button', {id: 'tfd-rank-next'}, 'next ›');
+  let offset = 0;
   const plot = async (h, w) => {
     const figs = rankFigures(h, w);
     const boxes = figs.map((f) => el('div', {id: f.id, class: 'chart'}));
     grid.replaceChildren(...figs.map((f, i) => el('div', {}, el('h2', {}, f.title), boxes[i])));
-    status.textContent = `${w.ranks.length} ranks`;
+    const end = w.offset + w.ranks.length;
+    status.textContent = w.total > w.ranks.length ? `ranks ${w.offset + 1}–${end} of ${w.total} by input wait`
+      : `${w.ranks.length} ranks`;
+    prev.disabled = w.offset === 0;
+    next.disabled = end >= w.total;
     await Promise.all(figs.map((f, i) => Plotly.newPlot(boxes[i], f.data, f.layout, {displaylogo: false})));
     followSizes(Plotly, boxes, {fresh: false});
   };
   const refilter = () => {
     const q = {node: state.node, ranks: state.ranks};
-    Promise.all([get('rank_heatmap', q), get('rank_wait', q)]).then(([h, w]) => plot(h, w))
-        .catch((e) => { status.textContent = e.message; });
+    Promise.all([get('rank_heatmap', {...q, width}), get('rank_wait', {...q, offset, limit: RANK_PAGE})])
+        .then(([h, w]) => plot(h, w)).catch((e) => { status.textContent = e.message; });
   };
-  body.append(el('div', {}, el('h2', {}, 'Ranks'), rankFilter(wait.all_hosts, refilter), status, grid));
+  prev.addEventListener('click', () => { offset = Math.max(0, offset - RANK_PAGE); refilter(); });
+  next.addEventListener('click', () => { offset += RANK_PAGE; refilter(); });
+  const filter = rankFilter(wait.all_hosts, () => { offset = 0; refilter(); });
+  filter.append(prev, next);
+  body.append(el('div', {}, el('h2', {}, 'Ranks'), filter, status, grid));
   await plot(heat, wait);
 }
 

@@ -29,7 +29,8 @@ function wholeAxis(text, values, unit) {
 export function rankFigures(heat, wait) {
   const out = [];
   if (heat.ranks.length && heat.steps.length) {
-    const per = heat.step_bin > 1 ? ` (${heat.step_bin} steps a column, summed)` : '';
+    const per = heat.step_bin > 1 ? ` (downsampled: ${heat.all_steps} steps in ${heat.steps.length} columns of `
+      + `${heat.step_bin}, each their sum)` : '';
     out.push({id: 'tfd-rank-heatmap', title: `Input wait per rank and step${per}`, data: [{
       type: 'heatmap', x: heat.steps, y: heat.ranks, z: heat.wait, colorscale: 'Cividis', reversescale: true,
       colorbar: {title: {text: 'seconds', side: 'right'}, thickness: 12},
@@ -40,7 +41,9 @@ export function rankFigures(heat, wait) {
   }
   if (wait.ranks.length) {
     const names = wait.ranks.map(String);
-    out.push({id: 'tfd-rank-wait', title: `Ranks by input wait (each rank's ${wait.label})`, data: [{
+    const page = wait.total > names.length ? `, ranks ${wait.offset + 1}–${wait.offset + names.length} of ${wait.total}`
+      : '';
+    out.push({id: 'tfd-rank-wait', title: `Ranks by input wait (each rank's ${wait.label}${page})`, data: [{
       type: 'bar', name: 'input wait', x: names, y: wait.input_wait.map((w) => w == null ? null : 100 * w),
       marker: {color: READ}, customdata: wait.ranks.map((r, i) => [plain(wait.hosts[i]), pct(wait.input_wait[i]),
         wait.wait_seconds[i] == null ? '–' : wait.wait_seconds[i].toPrecision(3), wait.wait_seconds[i],

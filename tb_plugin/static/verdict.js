@@ -1,7 +1,7 @@
 // The tab's lead: how much of each step went to file I/O, to other input
 // wait (XProf's figure, when the session has its profile) and to the rest.
 import {el, pct} from './util.js';
-import {amount, hasData, layout, stepAxis} from './charts.js';
+import {LINE, MANY_STEPS, amount, downsampledNote, hasData, layout, stepAxis} from './charts.js';
 
 // darker is nearer the disk; apart from every tier colour
 const FILE_IO = '#263238', OTHER_INPUT = '#78909C', COMPUTE = '#CFD8DC';
@@ -31,16 +31,25 @@ export function verdictLine(v) {
   return line;
 }
 
-// Per step, its duration split three ways (stacked bars); null without steps.
+// Per step, its duration split three ways (stacked bars; stacked areas for
+// many steps); null without steps. Downsampled (each bucket's min and max),
+// the parts are lines over the step's whole duration, not stacked: one
+// part's maximum and another's minimum do not add up to a step.
 export function verdictFigure(v) {
   if (!v.steps.length) return null;
-  const bar = (name, y, color) => ({type: 'bar', name, x: v.steps, y, marker: {color}});
-  const data = [bar('file I/O (ours)', v.file_io, FILE_IO),
-    ...(v.other_input ? [bar('other input wait (XProf)', v.other_input, OTHER_INPUT)] : []),
-    bar(v.other_input ? 'compute and the rest' : 'the rest of the step', v.compute, COMPUTE)]
+  const cut = v.downsampled;
+  const many = v.steps.length > MANY_STEPS;
+  const part = (name, y, color) => cut
+    ? {type: LINE, mode: 'lines', name, x: v.steps, y, line: {width: 1, color}}
+    : many ? {type: 'scatter', mode: 'lines', name, x: v.steps, y, stackgroup: 'time', line: {width: 0, color},
+      fillcolor: color}
+      : {type: 'bar', name, x: v.steps, y, marker: {color}};
+  const data = [...(cut ? [part('step duration', v.duration, COMPUTE)] : []), part('file I/O (ours)', v.file_io, FILE_IO),
+    ...(v.other_input ? [part('other input wait (XProf)', v.other_input, OTHER_INPUT)] : []),
+    ...(cut ? [] : [part(v.other_input ? 'compute and the rest' : 'the rest of the step', v.compute, COMPUTE)])]
       .filter((t) => hasData(t.y));
-  const title = v.over ? `Per step, ${v.over}: where the time went`
-    : 'Per step: where the time went (click a step for its files)';
-  return {id: 'tfd-verdict-chart', title, data,
+  const title = (v.over ? `Per step, ${v.over}: where the time went`
+    : `Per step: where the time went${cut ? '' : ' (click a step for its files)'}`) + downsampledNote(cut);
+  return {id: 'tfd-verdict-chart', title, data, downsampled: Boolean(cut),
     layout: layout({barmode: 'stack', xaxis: stepAxis(v.steps), yaxis: amount(v.over ? `seconds (${v.over})` : 'seconds')})};
 }

@@ -128,19 +128,24 @@ def _per_file_part(files: pd.DataFrame) -> pd.DataFrame:
                                                      "bytes_median": "float64", "io_time_median": "float64"})
 
 
-def ensure_tables(session_dir, *, scheduler: Optional[str] = None) -> pathlib.Path:
-    """<session>/analysis, built first when a table is missing or older than
-    the newest rank log."""
+def tables_fresh(session_dir) -> bool:
+    """Whether <session>/analysis holds every table, of this version, newer
+    than the newest rank log."""
     d = pathlib.Path(session_dir) / "analysis"
     newest = max((p.stat().st_mtime for p in rank_logs(session_dir)), default=0.0)
     try:
-        fresh = all((d / n).exists() for n in (*TABLES, SKIPPED)) and d.stat().st_mtime >= newest \
+        return all((d / n).exists() for n in (*TABLES, SKIPPED)) and d.stat().st_mtime >= newest \
             and (d / "VERSION").read_text() == VERSION
     except OSError:
-        fresh = False
-    if not fresh:
+        return False
+
+
+def ensure_tables(session_dir, *, scheduler: Optional[str] = None) -> pathlib.Path:
+    """<session>/analysis, built first when a table is missing or older than
+    the newest rank log."""
+    if not tables_fresh(session_dir):
         analyze(session_dir, scheduler=scheduler)
-    return d
+    return pathlib.Path(session_dir) / "analysis"
 
 
 def tables_of(session_dir, *, scheduler: Optional[str] = None) -> Dict[str, pd.DataFrame]:
