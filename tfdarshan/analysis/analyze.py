@@ -128,7 +128,7 @@ def _buckets(pairs: int) -> int:
 def read_group(logs: Sequence[Tuple[str, int]], group: int, tmp: str, buckets: int):
     """(pieces per bucket, rank_mounts rows, skipped logs) of a group of logs;
     its rows of the ranks, steps and rank_mounts tables are written here."""
-    files, rows, skipped = [], {"ranks": [], "steps": [], "mounts": []}, []
+    files, reduced, skipped = [], [], []
     for log, rank in logs:
         try:
             rank_files, rank_rows = tables.reduce_log(log, rank)
@@ -136,11 +136,8 @@ def read_group(logs: Sequence[Tuple[str, int]], group: int, tmp: str, buckets: i
             skipped.append({"log": pathlib.Path(log).name, "reason": skipping.reason_of(log, e)})
             continue
         files.append(rank_files)
-        for name in rows:
-            rows[name].append(rank_rows[name])
-    schemas = {"ranks": tables.RANK_ROWS, "steps": tables.STEP_ROWS, "mounts": tables.MOUNT_ROWS}
-    frames = {name: pd.concat(rows[name], ignore_index=True) if rows[name] else tables.empty(schemas[name])
-              for name in rows}
+        reduced.append(rank_rows)
+    frames = tables.rows(reduced)
     for name, table in (("ranks", "ranks"), ("steps", "steps"), ("mounts", "rank_mounts")):
         _write(frames[name], pathlib.Path(tmp) / table / f"part.{group}.parquet")
     return file_tree.combine(files, buckets), frames["mounts"], skipped

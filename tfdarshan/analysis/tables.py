@@ -7,7 +7,7 @@ import dataclasses
 import os
 import pathlib
 import re
-from typing import Dict, Tuple
+from typing import Dict, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -61,10 +61,12 @@ class RankFiles:
 UNNAMED = np.uint64(0)
 
 
-def reduce_log(log: str, rank: int) -> Tuple[RankFiles, Dict[str, pd.DataFrame]]:
-    """One log's files, and its rows of the per-rank tables {"ranks", "steps",
-    "mounts"}. Raises TfdarshanError or OSError for a log (or step series)
-    that cannot be read: analyze() names it."""
+def reduce_log(log: str, rank: int) -> Tuple[RankFiles, Dict[str, object]]:
+    """One log's files, and its rows of the per-rank tables: {"ranks": a
+    dict (RANK_ROWS), "steps": a DataFrame (STEP_ROWS), "mounts": a dict of
+    columns (MOUNT_ROWS)}; rows(...) makes frames of several. Raises
+    TfdarshanError or OSError for a log (or step series) that cannot be
+    read: analyze() names it."""
     from tfdarshan.capture import mounts as M
     from tfdarshan.logs.live_log import is_partial
     rows, meta = _records(log)
@@ -73,29 +75,42 @@ def reduce_log(log: str, rank: int) -> Tuple[RankFiles, Dict[str, pd.DataFrame]]
     # the standard streams are on no mount: named as the tab names them
     rows["mount"] = np.where(np.isin(paths, M.STREAM_PATHS), M.STREAMS,
                              np.array(M.points_of(paths, mounts), dtype=object)) if len(paths) else paths
-    files = pd.DataFrame(rows)
     steps = _steps(pathlib.Path(log), rank)
     real = steps[steps["counted"]]
     step_time, wait_time = float(real["duration"].sum()), float(real["input_wait"].sum())
     setup = steps[steps["step"] == SETUP_STEP]
-    ranks = pd.DataFrame([{
+    rank_row = {
         "rank": rank, "log": pathlib.Path(log).name[: -len(".darshan")], "host": str(meta.get("hostname") or ""),
-        "files": len(files), "bytes_read": int(files["bytes_read"].sum()),
-        "bytes_written": int(files["bytes_written"].sum()),
-        "io_time": float(files["io_time"].sum()), "step_time": step_time, "wait_time": wait_time,
+        "files": len(paths), "bytes_read": int(rows["bytes_read"].sum()),
+        "bytes_written": int(rows["bytes_written"].sum()),
+        "io_time": float(rows["io_time"].sum()), "step_time": step_time, "wait_time": wait_time,
         "input_wait": input_wait.share(wait_time, step_time) if step_time > 0 else np.nan,
-        "opens": int(files["opens"].sum()), "duration": float(meta.get("end", 0.0)) - float(meta.get("start", 0.0)),
+        "opens": int(rows["opens"].sum()), "duration": float(meta.get("end", 0.0)) - float(meta.get("start", 0.0)),
         "setup_time": float(setup["duration"].sum()) if len(setup) else np.nan,
         "setup_bytes": int(setup["bytes_read"].sum()), "partial": is_partial(meta),
-        **_coverage(pathlib.Path(log))}]).astype(RANK_ROWS)
-    by_mount = files.groupby("mount", as_index=False).agg(
-        files=("path", "size"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"),
-        io_time=("io_time", "sum"), opens=("opens", "sum")) if len(files) else empty(MOUNT_ROWS)
+        **_coverage(pathlib.Path(log))}
+    # per mount (sorted by mount point, as a groupby would give them): numpy, not a groupby per log
+    codes, points = pd.factorize(rows["mount"], sort=True)
     fstypes = {m.point: m.fstype for m in mounts}
-    by_mount["fstype"] = by_mount["mount"].map(fstypes).fillna("")
-    by_mount["rank"] = rank
-    return _per_id(rank, rows), {"ranks": ranks, "steps": steps,
-                                 "mounts": by_mount[list(MOUNT_ROWS)].astype(MOUNT_ROWS)}
+    by_mount = {"mount": np.asarray(points, dtype=object),
+                "fstype": np.array([fstypes.get(p, "") for p in points], dtype=object),
+                "rank": np.full(len(points), rank, dtype=np.int64),
+                "files": np.bincount(codes, minlength=len(points)).astype(np.int64)}
+    for c in ("bytes_read", "bytes_written", "io_time", "opens"):
+        by_mount[c] = np.zeros(len(points), dtype=rows[c].dtype)
+        np.add.at(by_mount[c], codes, rows[c])
+    return _per_id(rank, rows), {"ranks": rank_row, "steps": steps, "mounts": by_mount}
+
+
+def rows(reduced: Sequence[Dict[str, object]]) -> Dict[str, pd.DataFrame]:
+    """The per-rank tables' frames {"ranks", "steps", "mounts"} of several
+    reduce_log results (their second halves)."""
+    if not reduced:
+        return {"ranks": empty(RANK_ROWS), "steps": empty(STEP_ROWS), "mounts": empty(MOUNT_ROWS)}
+    mounts = {c: np.concatenate([r["mounts"][c] for r in reduced]) for c in MOUNT_ROWS}
+    return {"ranks": pd.DataFrame([r["ranks"] for r in reduced], columns=list(RANK_ROWS)).astype(RANK_ROWS),
+            "steps": pd.concat([r["steps"] for r in reduced], ignore_index=True).astype(STEP_ROWS),
+            "mounts": pd.DataFrame(mounts, columns=list(MOUNT_ROWS)).astype(MOUNT_ROWS)}
 
 
 def _per_id(rank: int, rows: Dict[str, np.ndarray]) -> RankFiles:
@@ -115,13 +130,13 @@ def _records(log: str) -> Tuple[Dict[str, np.ndarray], dict]:
     format logs are decoded here from the two module regions alone (the
     trace and heatmap stay compressed); older ones are read by PyDarshan."""
     from tfdarshan.logs.darshan_checker import check_module_region, inspect_log
-    from tfdarshan.logs.darshan_format import parse_names
+    from tfdarshan.logs.darshan_format import names_at
     from tfdarshan.logs.darshan_reader import decode_records, meta_from_regions
     info = inspect_log(log, modules=False)
     parts = []
     if info["current"]:
         meta = meta_from_regions(log, info)
-        names = parse_names(info["names_raw"])
+        names = names_at(info["names_raw"], *info["name_bytes"])
         name_ids, name_paths = names[0], np.array(names[1], dtype=object)
         # a damaged log may name an id twice: the last name wins, as read_darshan_log reads it
         order = np.argsort(name_ids, kind="stable")

@@ -73,18 +73,15 @@ def points_of(paths: Iterable[str], mounts: Iterable[Mount]) -> List[str]:
     directory: a run can touch a million files in a few thousand directories."""
     mounts = list(mounts)
     exact = {m.point.rstrip("/") or "/": m.point for m in mounts}    # a file can be a mount point
-    by_dir: Dict[str, str] = {}
-    out = []
-    for path in paths:
-        if path in exact:
-            out.append(exact[path])
-            continue
-        d = os.path.dirname(path)
-        if d not in by_dir:
-            m = mount_of(d, mounts)
-            by_dir[d] = m.point if m else ""
-        out.append(by_dir[d])
-    return out
+    paths = list(paths)
+    # each path's directory with its trailing slashes (os.path.dirname's
+    # head), sliced rather than parsed: a million paths are a second of dirname
+    heads = [p[:p.rfind("/") + 1] for p in paths]
+    by_head: Dict[str, str] = {}
+    for head in set(heads):
+        m = mount_of(head.rstrip("/") or head, mounts)      # dirname keeps a root of slashes whole
+        by_head[head] = m.point if m else ""
+    return [exact[p] if p in exact else by_head[h] for p, h in zip(paths, heads)]
 
 
 def label(path: str, mounts: Iterable[Mount]) -> str:
