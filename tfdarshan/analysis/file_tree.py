@@ -17,6 +17,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from tfdarshan.analysis.tables import RankFiles
 
@@ -32,8 +33,8 @@ _SUMS = ("bytes_read", "bytes_written", "io_time", "opens", "ranks")
 class Piece:
     """The files of one id bucket as a group of ranks saw them."""
     ids: np.ndarray             # uint64, sorted, distinct
-    paths: np.ndarray           # object: the lowest rank's name of the file
-    mounts: np.ndarray          # object: its mount there
+    paths: pa.Array             # strings: the lowest rank's name of the file
+    mounts: pa.Array            # strings: its mount there (Arrow: sent between workers as buffers)
     first_rank: np.ndarray      # int64: that rank
     sums: Dict[str, np.ndarray]     # _SUMS over the group's ranks
     pair_ids: np.ndarray        # uint64, sorted: one entry per rank and file
@@ -74,15 +75,23 @@ def combine(ranks: Sequence[RankFiles], buckets: int) -> List[Piece]:
     pieces = []
     for b in range(buckets):
         f, p = file_bucket == b, pair_bucket == b
-        pieces.append(Piece(file_ids[f], paths[f], mounts[f], first[f], {c: v[f] for c, v in sums.items()},
+        pieces.append(Piece(file_ids[f], pa.array(paths[f], type=pa.large_string()),
+                            pa.array(mounts[f], type=pa.large_string()), first[f], {c: v[f] for c, v in sums.items()},
                             ids[p], pair_bytes[p], values["io_time"][p]))
     return pieces
 
 
-def _spread(ids: np.ndarray, values: np.ndarray, starts: np.ndarray, ends: np.ndarray):
-    """(min, median, max) of each id's values; `ids` sorted, groups [start, end).
-    The median of an even count is the mean of the middle two, as pandas takes it."""
-    v = values[np.lexsort((values, ids))]
+def _spread(values: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+    """(min, median, max) of each group's values, groups [start, end) of a
+    sorted id array. The median of an even count is the mean of the middle
+    two, as pandas takes it."""
+    n = len(values)
+    group = np.repeat(np.arange(len(starts), dtype=np.int64), ends - starts)
+    # values sorted within each group by one sort of integers: (group, the value's rank among all)
+    by_value = np.argsort(values)
+    key = group[by_value] * n + np.arange(n, dtype=np.int64)
+    key.sort()
+    v = values[by_value[key % n]] if n else values
     lo, hi = starts + (ends - starts - 1) // 2, starts + (ends - starts) // 2
     median = (v[lo].astype(np.float64) + v[hi].astype(np.float64)) / 2
     return v[starts], median, v[ends - 1]
@@ -99,7 +108,8 @@ def merge(pieces: Sequence[Piece]) -> pd.DataFrame:
     starts = _group_starts(ids)
     sums = {c: np.concatenate([p.sums[c] for p in pieces])[order] for c in _SUMS}
     sums = {c: np.add.reduceat(v, starts) if len(starts) else v[:0] for c, v in sums.items()}
-    pick = lambda field: np.concatenate([getattr(p, field) for p in pieces])[order][starts]   # noqa: E731
+    first_rows = order[starts]
+    pick = lambda field: pa.concat_arrays([getattr(p, field) for p in pieces]).take(first_rows)   # noqa: E731
     pair_ids = np.concatenate([p.pair_ids for p in pieces]).astype(np.uint64)
     pair_order = np.argsort(pair_ids, kind="stable")
     pair_ids = pair_ids[pair_order]
@@ -108,11 +118,10 @@ def merge(pieces: Sequence[Piece]) -> pd.DataFrame:
     if not np.array_equal(pair_ids[pair_starts], ids[starts]) or \
             not np.array_equal(pair_ends - pair_starts, sums["ranks"]):
         raise AssertionError("per-file tree: the pieces' files and their ranks' values disagree")
-    b_min, b_med, b_max = _spread(pair_ids, np.concatenate([p.pair_bytes for p in pieces])[pair_order],
-                                  pair_starts, pair_ends)
-    t_min, t_med, t_max = _spread(pair_ids, np.concatenate([p.pair_io for p in pieces])[pair_order],
-                                  pair_starts, pair_ends)
-    table = pd.DataFrame({"path": pick("paths"), "mount": pick("mounts"), **sums,
+    b_min, b_med, b_max = _spread(np.concatenate([p.pair_bytes for p in pieces])[pair_order], pair_starts, pair_ends)
+    t_min, t_med, t_max = _spread(np.concatenate([p.pair_io for p in pieces])[pair_order], pair_starts, pair_ends)
+    text = lambda field: pd.arrays.ArrowStringArray(pick(field).cast(pa.string()))     # noqa: E731
+    table = pd.DataFrame({"path": text("paths"), "mount": text("mounts"), **sums,
                           "bytes_min": b_min, "bytes_median": b_med, "bytes_max": b_max,
                           "io_time_min": t_min, "io_time_median": t_med, "io_time_max": t_max})
     return table[list(FILE_TABLE)].astype(FILE_TABLE)
