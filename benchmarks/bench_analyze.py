@@ -18,7 +18,9 @@ embedded, ...):
   cluster   a two-worker LocalCluster already running, reached like --scheduler;
             fresh workers every run, so each worker's peak RSS (getrusage, read in
             the worker) is that run's
-Reported: wall time (median and range), peak memory per worker, records per
+Reported: wall time (median and range), CPU time of the run's processes
+(client and workers: what a busy machine does not change; the embedded
+figure includes starting the workers), peak memory per worker, records per
 second per worker core (records / time / workers), and the load average
 (the machine is shared). Budget (issue 21): 1,024 x 10,000 in <= 60 s on 2
 cores, <= 2 GiB a worker."""
@@ -81,6 +83,12 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _cpu() -> float:
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def run_embedded(session) -> dict:
     import subprocess
     import tempfile
@@ -94,7 +102,8 @@ def run_embedded(session) -> dict:
             raise SystemExit(f"tfdarshan analyze failed: {err.read().decode()[-2000:]}")
         out.seek(0)
         where = out.read().decode().split("(", 1)[1].split(")", 1)[0]
-    return {"seconds": seconds, "where": where, "workers": os.cpu_count() or 1, "peak": usage.ru_maxrss * 1024}
+    return {"seconds": seconds, "where": where, "workers": os.cpu_count() or 1, "peak": usage.ru_maxrss * 1024,
+            "cpu": usage.ru_utime + usage.ru_stime}
 
 
 def run_cluster(session) -> dict:
@@ -103,12 +112,14 @@ def run_cluster(session) -> dict:
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                       host="127.0.0.1") as cluster, Client(cluster) as client:
         client.wait_for_workers(2)
+        before = sum(client.run(_cpu).values()) + _cpu()
         t = time.perf_counter()
         r = analyze(session, scheduler=cluster.scheduler_address)
         seconds = time.perf_counter() - t
+        cpu = sum(client.run(_cpu).values()) + _cpu() - before
         peaks = client.run(_peak_rss)
     return {"seconds": seconds, "where": r["where"], "workers": 2, "peak": max(peaks.values()),
-            "peaks": sorted(peaks.values())}
+            "peaks": sorted(peaks.values()), "cpu": cpu}
 
 
 def main(argv=None) -> int:
@@ -129,13 +140,16 @@ def main(argv=None) -> int:
         for name in engines:
             runs[name].append({"embedded": run_embedded, "cluster": run_cluster}[name](session))
             loads.append(os.getloadavg()[0])
-            print(f"  {name}: {runs[name][-1]['seconds']:.1f} s", flush=True)
+            print(f"  {name}: {runs[name][-1]['seconds']:.1f} s, {runs[name][-1]['cpu']:.1f} s of CPU "
+                  f"(load average {loads[-1]:.1f})", flush=True)
     for name in engines:
         secs = [r["seconds"] for r in runs[name]]
         med, workers = statistics.median(secs), runs[name][0]["workers"]
         line = (f"{name} ({runs[name][0]['where']}): {records:,} records from {args.ranks} logs in {med:.1f} s "
                 f"(median of {len(secs)}, {min(secs):.1f}-{max(secs):.1f}; budget {BUDGET_SECONDS:.0f} s); "
                 f"{records / med / workers:,.0f} records/s per worker core")
+        cpus = [r["cpu"] for r in runs[name]]
+        line += f"; CPU time {statistics.median(cpus):.1f} s (range {min(cpus):.1f}-{max(cpus):.1f})"
         peaks = [r["peak"] for r in runs[name] if r["peak"]]
         if peaks:
             line += (f"; peak per worker {max(peaks) / 2**30:.2f} GiB (runs: "
