@@ -64,7 +64,7 @@ def costs_table(n, seed):
     """A cost table of n files with many ties in size and time."""
     rng = np.random.default_rng(seed)
     return pd.DataFrame({
-        "size": rng.choice([100, 4096, 1 << 20, 3 << 20, 1 << 30], n) + rng.integers(0, 3, n),
+        "size": rng.choice([0, 100, 4096, 1 << 20, 3 << 20, 1 << 30], n) + rng.integers(0, 3, n),
         "current_time": np.round(rng.random(n), 2), "saving": rng.random(n) * rng.integers(0, 2, n),
         "on_fast_tier": rng.random(n) < 0.1, "training_input": rng.random(n) < 0.9})
 
@@ -73,11 +73,21 @@ def costs_table(n, seed):
 def test_baselines_and_greedy_choose_as_before(seed):
     costs = costs_table(20_000, seed)
     sizes, values = costs["size"].to_numpy(), costs["saving"].to_numpy()
-    for capacity in (0, 5 << 20, 1 << 31, int(sizes.sum())):
+    for capacity in (0, 1, 2, 4096, 5 << 20, 1 << 31, int(sizes.sum())):
         assert np.array_equal(advisor.under_2mb(costs, capacity), old.under_2mb(costs, capacity))
         assert np.array_equal(advisor.largest_time_first(costs, capacity), old.largest_time_first(costs, capacity))
         assert np.array_equal(advisor._greedy(sizes, values, capacity), old.greedy(sizes, values, capacity))
     assert len(advisor.under_2mb(costs, 1 << 31)) > 100
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_filling_in_order_as_before(seed):
+    # small cases where the room runs out exactly, with empty files after it
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 6, int(rng.integers(0, 30)))
+    order = rng.permutation(len(sizes))
+    for capacity in range(0, 25, 3):
+        assert np.array_equal(advisor._fill_in_order(order, sizes, capacity), old.fill_in_order(order, sizes, capacity))
 
 
 def test_expected_costs_from_peers_as_before():

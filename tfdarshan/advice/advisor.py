@@ -119,16 +119,24 @@ def _fill_in_order(order: np.ndarray, sizes: np.ndarray, capacity: int) -> np.nd
     csum = np.cumsum(sizes[order])
     k = int(np.searchsorted(csum, capacity, side="right"))     # the prefix that fits at once
     room = capacity - (int(csum[k - 1]) if k else 0)
-    rest = order[k:]
-    rest = rest[sizes[rest] <= room]
-    more = []
-    for i in rest.tolist():
-        if sizes[i] <= room:
-            more.append(i)
-            room -= int(sizes[i])
-            if room <= 0:
-                break
-    return np.sort(np.concatenate([order[:k], np.asarray(more, dtype=np.int64)]).astype(np.int64))
+    taken, rest = [order[:k]], order[k:]
+    # the rest as the loop "take it if it fits, stop when full" takes them, a run
+    # at a time: a run that fits is taken whole, the item after it cannot fit
+    # (nor can anything larger than the room left, later)
+    while len(rest):
+        rest = rest[sizes[rest] <= room]
+        if not len(rest):
+            break
+        csum = np.cumsum(sizes[rest])
+        k = int(np.searchsorted(csum, room, side="right"))
+        full = int(np.searchsorted(csum, room, side="left"))     # the item that leaves no room: stop after it
+        if full < k:
+            taken.append(rest[:full + 1])
+            break
+        taken.append(rest[:k])
+        room -= int(csum[k - 1])
+        rest = rest[k + 1:]
+    return np.sort(np.concatenate(taken).astype(np.int64))
 
 
 def _stageable(costs: pd.DataFrame) -> pd.Series:

@@ -194,7 +194,10 @@ def _expected_now(p: pd.DataFrame, meta_calls: np.ndarray, reads: np.ndarray, mo
     size_class = np.floor(np.log(np.maximum(mean_request, 1.0)) / np.log(4.0)).astype(np.int64)
     # the peer group (mount, size class) as one integer: grouping a million
     # files by "<mount>:<class>" strings took seconds
-    mount_code = pd.factorize(np.asarray(M.points_of(p["path"], mounts), dtype=object))[0].astype(np.int64)
+    codes, points = M.point_codes(p["path"], mounts)
+    # one code a mount point (point_codes may list a point twice)
+    mount_code = pd.factorize(np.asarray(points, dtype=object))[0][codes].astype(np.int64) if len(codes) \
+        else codes
     class_code = size_class - (size_class.min() if len(size_class) else 0)
     group = mount_code * (int(class_code.max()) + 1 if len(class_code) else 1) + class_code
     calls = np.maximum(meta_calls, 1.0)   # a file with no counted open or stat paid its metadata time per file
