@@ -26,6 +26,8 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tfdarshan.advice import tiers as T
 from tfdarshan.capture import mounts as M
@@ -141,14 +143,13 @@ def _measured_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier]) -> pd
     opens, stats, reads = (p[c].to_numpy(np.float64) for c in ("POSIX_OPENS", "POSIX_STATS", "POSIX_READS"))
     current = p["POSIX_F_READ_TIME"].to_numpy() + p["POSIX_F_META_TIME"].to_numpy()
     mounts = [M.Mount(m, t) for m, t in snap.meta.get("mounts") or []] or M.current()
-    expected, peers, units = _expected_now(p, opens + stats, reads, mounts)
+    paths = p["path"]
+    # the paths as Arrow text once: the mount and fast-tier tests both take it
+    text = pa.array(paths.astype(object).to_numpy() if paths.dtype == object else paths, type=pa.string())
+    expected, peers, units = _expected_now(p, opens + stats, reads, mounts, text)
     predicted = fast.time(opens, stats, reads, p["POSIX_BYTES_READ"].to_numpy())
     prefix = fast.path.rstrip("/") or "/"
-    paths = p["path"]
     if prefix != "/":
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        text = pa.array(paths.astype(object).to_numpy() if paths.dtype == object else paths, type=pa.string())
         on_fast = np.asarray(pc.or_(pc.starts_with(text, prefix + "/"), pc.equal(text, prefix))
                              .to_numpy(zero_copy_only=False), dtype=bool)
     else:
@@ -187,14 +188,14 @@ def _sizes(snap: Snapshot, p: pd.DataFrame) -> np.ndarray:
     return sizes
 
 
-def _expected_now(p: pd.DataFrame, meta_calls: np.ndarray, reads: np.ndarray, mounts):
+def _expected_now(p: pd.DataFrame, meta_calls: np.ndarray, reads: np.ndarray, mounts, text=None):
     """({"low", "mid", "high"} expected seconds per file, peers per file,
     (expected seconds per metadata call, per read) per file)."""
     mean_request = p["POSIX_BYTES_READ"].to_numpy(np.float64) / reads
     size_class = np.floor(np.log(np.maximum(mean_request, 1.0)) / np.log(4.0)).astype(np.int64)
     # the peer group (mount, size class) as one integer: grouping a million
     # files by "<mount>:<class>" strings took seconds
-    codes, points = M.point_codes(p["path"], mounts)
+    codes, points = M.point_codes(p["path"] if text is None else text, mounts)
     # one code a mount point (point_codes may list a point twice)
     mount_code = pd.factorize(np.asarray(points, dtype=object))[0][codes].astype(np.int64) if len(codes) \
         else codes

@@ -80,12 +80,16 @@ def points_of(paths: Iterable[str], mounts: Iterable[Mount]) -> np.ndarray:
 
 def point_codes(paths: Iterable[str], mounts: Iterable[Mount]):
     """points_of as (a code a path, the mount points the codes index; a point
-    may be listed twice). Vectorised with Arrow's string kernels."""
+    may be listed twice). Vectorised with Arrow's string kernels; `paths`
+    may be an Arrow string array already."""
     import pyarrow as pa
     import pyarrow.compute as pc
     mounts = list(mounts)
     exact = {m.point.rstrip("/") or "/": m.point for m in mounts}    # a file can be a mount point
-    text = pa.array(paths if isinstance(paths, pd.Series) else list(paths), type=pa.string())
+    if isinstance(paths, (pa.Array, pa.ChunkedArray)):
+        text = paths
+    else:
+        text = pa.array(paths if isinstance(paths, pd.Series) else list(paths), type=pa.string())
     if not len(text):
         return np.zeros(0, dtype=np.int64), []
     # each path's directory with its trailing slashes (os.path.dirname's head), once a directory
