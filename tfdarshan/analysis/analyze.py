@@ -87,7 +87,13 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
         tell("files", 0, buckets)
         merges = [dask.delayed(merge_bucket, pure=False)(
             [dask.delayed(_piece, pure=False)(p, b) for p in parts], b, str(tmp)) for b in range(buckets)]
-        counts = where.run(merges, lambda i, n=[0]: (n.__setitem__(0, n[0] + 1), tell("files", n[0], buckets)))
+        merged = [0]
+
+        def merge_one(i: int) -> None:
+            merged[0] += 1
+            tell("files", merged[0], buckets)
+
+        counts = where.run(merges, merge_one)
         del parts
         skipped = [s for _, group_skipped in per_rank for s in group_skipped]
         if len(skipped) == len(logs):
