@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Callable, Iterable, List, Optional, TypeVar
 
 import numpy as np
