@@ -157,7 +157,7 @@ def _measured_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier]) -> pd
     labels = [(T.tier_for(x, tiers).label if T.tier_for(x, tiers) else "") for x in p["path"]] if tiers else ""
     saving = {k: np.where(on_fast, 0.0, np.maximum(v - predicted, 0.0)) for k, v in expected.items()}
     return pd.DataFrame({
-        "path": paths.astype(object).to_numpy() if paths.dtype == object else paths.array, "size": sizes,
+        "path": _text_column(text, paths), "size": sizes,
         "tier": labels,
         "opens": p["POSIX_OPENS"].to_numpy(), "stats": p["POSIX_STATS"].to_numpy(),
         "reads": p["POSIX_READS"].to_numpy(), "bytes_read": p["POSIX_BYTES_READ"].to_numpy(),
@@ -171,6 +171,15 @@ def _measured_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier]) -> pd
         "meta_unit": units[0], "read_unit": units[1],
         "mmap_bytes": np.zeros(len(p), dtype=np.int64), "mmap_priced": "",
     }).reset_index(drop=True)
+
+
+def _text_column(text: pa.Array, paths: pd.Series):
+    """The paths as the column pandas would make of them (its text type for
+    Python strings), from the Arrow text already made: not converted again."""
+    dtype = pd.Series(np.array([""], dtype=object)).dtype
+    if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
+        return pd.Series(text.to_pandas(types_mapper={pa.string(): dtype}.get)).array
+    return paths.astype(object).to_numpy() if paths.dtype == object else paths.array
 
 
 def _sizes(snap: Snapshot, p: pd.DataFrame) -> np.ndarray:
