@@ -54,6 +54,8 @@ bench: $(STAMP) browser
 	$(BIN)/python benchmarks/bench_peers.py
 	$(BIN)/python benchmarks/bench_log.py
 	$(BIN)/python benchmarks/bench_joblog.py
+	$(BIN)/python benchmarks/bench_analyze.py --runs 3
+	$(BIN)/python benchmarks/bench_recommend.py
 	$(BIN)/python benchmarks/bench_pipeline.py
 	$(BIN)/python benchmarks/bench_tab.py
 	$(BIN)/python benchmarks/bench_tab_ranks.py

@@ -2,7 +2,8 @@
 
     python benchmarks/bench_log.py [--records N]
 
-Budget (issue 3): under 2 s each on this kind of machine."""
+Budget (issue 21): write <= 1 s, read <= 0.5 s on this kind of machine (issue 3 asked 2 s each).
+Prints wall and CPU time of each (the machine may be shared)."""
 from __future__ import annotations
 
 import argparse
@@ -55,16 +56,17 @@ def main(argv=None) -> int:
     snap = synthetic_snapshot(args.records)
     with tempfile.TemporaryDirectory() as d:
         path = pathlib.Path(d) / "big.darshan"
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         write_darshan_log(snap, path)
-        t_write = time.perf_counter() - t
-        t = time.perf_counter()
+        t_write, c_write = time.perf_counter() - t, time.process_time() - c
+        t, c = time.perf_counter(), time.process_time()
         back = read_darshan_log(path)
-        t_read = time.perf_counter() - t
+        t_read, c_read = time.perf_counter() - t, time.process_time() - c
         size = path.stat().st_size
     ok = len(back.posix) == args.records
-    print(f"{args.records} POSIX records: write {t_write:.2f} s, read {t_read:.2f} s "
-          f"({size / 2**20:.1f} MiB log; budget 2 s each){'' if ok else '  ERROR: records lost'}")
+    print(f"{args.records} POSIX records: write {t_write:.2f} s ({c_write:.2f} s of CPU), read {t_read:.2f} s "
+          f"({c_read:.2f} s of CPU) ({size / 2**20:.1f} MiB log; budget write 1 s, read 0.5 s)"
+          f"{'' if ok else '  ERROR: records lost'}")
     return 0 if ok else 1
 
 

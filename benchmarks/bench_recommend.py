@@ -2,7 +2,8 @@
 
     python benchmarks/bench_recommend.py [--files N]
 
-Budget (issue 6): under 5 s on this kind of machine."""
+Budget (issue 21): at most 2 s on this kind of machine (issue 6 asked 5 s).
+Prints the wall and CPU time of the one recommend() call (the machine may be shared)."""
 from __future__ import annotations
 
 import argparse
@@ -24,10 +25,10 @@ def main(argv=None) -> int:
     fast = Tier(path="/dev/shm", fstype="tmpfs", open_latency=2e-6, stat_latency=2e-6, read_latency=1e-6,
                 bandwidth=3.5e9)
     total = int(snap.posix["POSIX_MAX_BYTE_READ"].sum())
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     a = advisor.recommend(snap, fast, capacity=total // 10)
-    elapsed = time.perf_counter() - t
-    print(f"{args.files} files: recommended {len(a.chosen)} files in {elapsed:.2f} s (budget 5 s); "
+    elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
+    print(f"{args.files} files: recommended {len(a.chosen)} files in {elapsed:.2f} s ({cpu:.2f} s of CPU; budget 2 s); "
           f"predicted saving {a.saving(a.chosen):.1f} s vs {a.saving(a.baselines['under_2mb']):.1f} s "
           f"for files under 2 MB")
     return 0

@@ -46,6 +46,22 @@ def test_import_refuses_bad_logs_and_copies_nothing(small_log, tmp_path):
     assert not logdir.exists()
 
 
+def test_import_of_many_logs_shows_a_line_per_stage_off_a_terminal(small_log, tmp_path):
+    from tfdarshan.cli.import_logs import MANY
+    logs = []
+    for i in range(MANY + 3):
+        logs.append(tmp_path / f"rank{i}.darshan")
+        shutil.copyfile(small_log, logs[-1])
+    r = tfdarshan_cli("import", *map(str, logs), "--logdir", str(tmp_path / "tb"))
+    assert r.returncode == 0, r.stderr
+    # stderr is a pipe here: one line a stage, each counting the logs; stdout one line a copy
+    lines = r.stderr.splitlines()
+    assert [line.split(": ")[1] for line in lines] == ["checking logs", "copying logs"], r.stderr
+    assert all(line.startswith("tfdarshan import: ") and f"{len(logs)} logs" in line for line in lines)
+    assert len(r.stdout.splitlines()) == len(logs)
+    assert len(list((tmp_path / "tb").glob("imported/plugins/tfdarshan/*/*.darshan"))) == len(logs)
+
+
 @pytest.mark.parametrize("args", [[], ["import"], ["import", "x.darshan"], ["nosuchcommand"],
                                   ["demo", "--files", "-3"], ["probe", "/no/such/dir"],
                                   ["probe", ".", "--size", "lots"], ["recommend", "x.darshan"],

@@ -106,11 +106,11 @@ def _greedy(sizes: np.ndarray, values: np.ndarray, capacity: int) -> np.ndarray:
     csum = np.cumsum(sizes[order])
     k = int(np.searchsorted(csum, capacity, side="right"))
     room = capacity - (int(csum[k - 1]) if k else 0)
-    chosen = list(order[:k]) + list(_fill_in_order(order[k:], sizes, room))   # top up with what still fits
+    chosen = np.concatenate([order[:k], _fill_in_order(order[k:], sizes, room)]).astype(np.int64)   # top up
     best_single = int(np.argmax(np.where(sizes <= capacity, values, -1)))
     if values[best_single] > values[chosen].sum():
-        chosen = [best_single]
-    return np.array(sorted(chosen), dtype=np.int64)
+        chosen = np.array([best_single], dtype=np.int64)
+    return np.sort(chosen)
 
 
 def _fill_in_order(order: np.ndarray, sizes: np.ndarray, capacity: int) -> np.ndarray:
@@ -118,16 +118,25 @@ def _fill_in_order(order: np.ndarray, sizes: np.ndarray, capacity: int) -> np.nd
     order = np.asarray(order, dtype=np.int64)
     csum = np.cumsum(sizes[order])
     k = int(np.searchsorted(csum, capacity, side="right"))     # the prefix that fits at once
-    chosen, room = list(order[:k]), capacity - (int(csum[k - 1]) if k else 0)
-    rest = order[k:]
-    rest = rest[sizes[rest] <= room]
-    for i in rest:
-        if sizes[i] <= room:
-            chosen.append(i)
-            room -= int(sizes[i])
-            if room <= 0:
-                break
-    return np.array(sorted(chosen), dtype=np.int64)
+    room = capacity - (int(csum[k - 1]) if k else 0)
+    taken, rest = [order[:k]], order[k:]
+    # the rest as the loop "take it if it fits, stop when full" takes them, a run
+    # at a time: a run that fits is taken whole, the item after it cannot fit
+    # (nor can anything larger than the room left, later)
+    while len(rest):
+        rest = rest[sizes[rest] <= room]
+        if not len(rest):
+            break
+        csum = np.cumsum(sizes[rest])
+        k = int(np.searchsorted(csum, room, side="right"))
+        full = int(np.searchsorted(csum, room, side="left"))     # the item that leaves no room: stop after it
+        if full < k:
+            taken.append(rest[:full + 1])
+            break
+        taken.append(rest[:k])
+        room -= int(csum[k - 1])
+        rest = rest[k + 1:]
+    return np.sort(np.concatenate(taken).astype(np.int64))
 
 
 def _stageable(costs: pd.DataFrame) -> pd.Series:
@@ -135,15 +144,23 @@ def _stageable(costs: pd.DataFrame) -> pd.Series:
     return ~costs["on_fast_tier"] & (costs["training_input"] if "training_input" in costs else True)
 
 
+def _in_order(costs: pd.DataFrame, rows: np.ndarray, column: str, descending: bool = False) -> np.ndarray:
+    """The rows' positions sorted by a column, stably (the table is not copied)."""
+    rows = np.flatnonzero(rows)
+    key = costs[column].to_numpy(np.float64)[rows]
+    return rows[np.argsort(-key if descending else key, kind="stable")]
+
+
 def under_2mb(costs: pd.DataFrame, capacity: int) -> np.ndarray:
     """The paper's rule: files under 2 MB, smallest first, while they fit."""
-    cand = costs[(costs["size"] < SMALL_FILE) & _stageable(costs)].sort_values("size", kind="stable")
-    return _fill_in_order(cand.index.to_numpy(), costs["size"].to_numpy(), capacity)
+    sizes = costs["size"].to_numpy()
+    cand = _in_order(costs, (sizes < SMALL_FILE) & np.asarray(_stageable(costs), dtype=bool), "size")
+    return _fill_in_order(cand, sizes, capacity)
 
 
 def largest_time_first(costs: pd.DataFrame, capacity: int) -> np.ndarray:
-    cand = costs[_stageable(costs)].sort_values("current_time", ascending=False, kind="stable")
-    return _fill_in_order(cand.index.to_numpy(), costs["size"].to_numpy(), capacity)
+    cand = _in_order(costs, np.asarray(_stageable(costs), dtype=bool), "current_time", descending=True)
+    return _fill_in_order(cand, costs["size"].to_numpy(), capacity)
 
 
 # ---------------------------------------------------------------- diagnosis

@@ -36,6 +36,29 @@ def is_checkpoint(path: str) -> bool:
     return bool(CHECKPOINT_NAME.search(path))
 
 
+# every checkpoint name holds one of these: Arrow finds the few candidates
+# among a million paths, and CHECKPOINT_NAME decides on them alone
+_LITERALS = (".index", ".data-", ".ckpt", ".keras", ".weights.h5", "checkpoint", "_temp/part-")
+
+
+def _checkpoints(paths: pd.Series) -> np.ndarray:
+    """Which paths name checkpoint files (is_checkpoint), as a mask."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    try:
+        arr = pa.array(paths.to_numpy(dtype=object), type=pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):       # not all text: one by one
+        return paths.map(lambda p: isinstance(p, str) and is_checkpoint(p)).to_numpy(bool)
+    any_literal = pc.match_substring_regex(arr, "|".join(re.escape(x) for x in _LITERALS))
+    maybe = np.asarray(pc.fill_null(any_literal, False).to_numpy(zero_copy_only=False), dtype=bool)
+    out = np.zeros(len(arr), dtype=bool)
+    values = paths.to_numpy(dtype=object)
+    for i in np.flatnonzero(maybe):
+        p = values[i]
+        out[i] = isinstance(p, str) and is_checkpoint(p)
+    return out
+
+
 def checkpoint_io(snap: Snapshot, fast: Optional[T.Tier] = None) -> pd.DataFrame:
     """Per checkpoint file not on the fast tier: bytes, writes, fsyncs and
     seconds (write + metadata, fsyncs included) over POSIX and STDIO."""
@@ -43,7 +66,7 @@ def checkpoint_io(snap: Snapshot, fast: Optional[T.Tier] = None) -> pd.DataFrame
     for frame, m in ((snap.posix, "POSIX"), (snap.stdio, "STDIO")):
         if frame is None or frame.empty:
             continue
-        f = frame[frame["path"].map(lambda p: isinstance(p, str) and is_checkpoint(p))]
+        f = frame[_checkpoints(frame["path"])]
         if fast is not None and fast.path:
             root = fast.path.rstrip("/") + "/"
             f = f[~f["path"].str.startswith(root)]

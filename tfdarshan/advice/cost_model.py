@@ -26,6 +26,8 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tfdarshan.advice import tiers as T
 from tfdarshan.capture import mounts as M
@@ -141,16 +143,22 @@ def _measured_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier]) -> pd
     opens, stats, reads = (p[c].to_numpy(np.float64) for c in ("POSIX_OPENS", "POSIX_STATS", "POSIX_READS"))
     current = p["POSIX_F_READ_TIME"].to_numpy() + p["POSIX_F_META_TIME"].to_numpy()
     mounts = [M.Mount(m, t) for m, t in snap.meta.get("mounts") or []] or M.current()
-    expected, peers, units = _expected_now(p, opens + stats, reads, mounts)
+    paths = p["path"]
+    # the paths as Arrow text once: the mount and fast-tier tests both take it
+    text = pa.array(paths.astype(object).to_numpy() if paths.dtype == object else paths, type=pa.string())
+    expected, peers, units = _expected_now(p, opens + stats, reads, mounts, text)
     predicted = fast.time(opens, stats, reads, p["POSIX_BYTES_READ"].to_numpy())
     prefix = fast.path.rstrip("/") or "/"
-    paths = p["path"].astype(object)
-    on_fast = (paths.str.startswith(prefix + "/") | (paths == prefix)).to_numpy() if prefix != "/" \
-        else np.ones(len(p), dtype=bool)
+    if prefix != "/":
+        on_fast = np.asarray(pc.or_(pc.starts_with(text, prefix + "/"), pc.equal(text, prefix))
+                             .to_numpy(zero_copy_only=False), dtype=bool)
+    else:
+        on_fast = np.ones(len(p), dtype=bool)
     labels = [(T.tier_for(x, tiers).label if T.tier_for(x, tiers) else "") for x in p["path"]] if tiers else ""
     saving = {k: np.where(on_fast, 0.0, np.maximum(v - predicted, 0.0)) for k, v in expected.items()}
     return pd.DataFrame({
-        "path": paths.to_numpy(), "size": sizes, "tier": labels,
+        "path": _text_column(text, paths), "size": sizes,
+        "tier": labels,
         "opens": p["POSIX_OPENS"].to_numpy(), "stats": p["POSIX_STATS"].to_numpy(),
         "reads": p["POSIX_READS"].to_numpy(), "bytes_read": p["POSIX_BYTES_READ"].to_numpy(),
         "read_time": p["POSIX_F_READ_TIME"].to_numpy(), "meta_time": p["POSIX_F_META_TIME"].to_numpy(),
@@ -163,6 +171,15 @@ def _measured_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier]) -> pd
         "meta_unit": units[0], "read_unit": units[1],
         "mmap_bytes": np.zeros(len(p), dtype=np.int64), "mmap_priced": "",
     }).reset_index(drop=True)
+
+
+def _text_column(text: pa.Array, paths: pd.Series):
+    """The paths as the column pandas would make of them (its text type for
+    Python strings), from the Arrow text already made: not converted again."""
+    dtype = pd.Series(np.array([""], dtype=object)).dtype
+    if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
+        return pd.Series(text.to_pandas(types_mapper={pa.string(): dtype}.get)).array
+    return paths.astype(object).to_numpy() if paths.dtype == object else paths.array
 
 
 def _sizes(snap: Snapshot, p: pd.DataFrame) -> np.ndarray:
@@ -180,13 +197,19 @@ def _sizes(snap: Snapshot, p: pd.DataFrame) -> np.ndarray:
     return sizes
 
 
-def _expected_now(p: pd.DataFrame, meta_calls: np.ndarray, reads: np.ndarray, mounts):
+def _expected_now(p: pd.DataFrame, meta_calls: np.ndarray, reads: np.ndarray, mounts, text=None):
     """({"low", "mid", "high"} expected seconds per file, peers per file,
     (expected seconds per metadata call, per read) per file)."""
     mean_request = p["POSIX_BYTES_READ"].to_numpy(np.float64) / reads
     size_class = np.floor(np.log(np.maximum(mean_request, 1.0)) / np.log(4.0)).astype(np.int64)
-    group = (pd.Series(M.points_of(p["path"], mounts), index=p.index).astype(str) + ":"
-             + pd.Series(size_class, index=p.index).astype(str)).to_numpy()
+    # the peer group (mount, size class) as one integer: grouping a million
+    # files by "<mount>:<class>" strings took seconds
+    codes, points = M.point_codes(p["path"] if text is None else text, mounts)
+    # one code a mount point (point_codes may list a point twice)
+    mount_code = pd.factorize(np.asarray(points, dtype=object))[0][codes].astype(np.int64) if len(codes) \
+        else codes
+    class_code = size_class - (size_class.min() if len(size_class) else 0)
+    group = mount_code * (int(class_code.max()) + 1 if len(class_code) else 1) + class_code
     calls = np.maximum(meta_calls, 1.0)   # a file with no counted open or stat paid its metadata time per file
     out = {k: np.zeros(len(p)) for k in ("low", "mid", "high")}
     units = []
@@ -197,14 +220,18 @@ def _expected_now(p: pd.DataFrame, meta_calls: np.ndarray, reads: np.ndarray, mo
         out["mid"] += count * mid
         out["high"] += count * high
         units.append(mid)
-    peers = pd.Series(group).map(pd.Series(group).value_counts()).to_numpy()
+    _, where, counts = np.unique(group, return_inverse=True, return_counts=True)
+    peers = counts[where].astype(np.int64)
     return out, peers, units
 
 
 def _group_means(unit: pd.Series, group: np.ndarray):
     """Per file, its group's clipped mean of `unit` and that mean's 95 % interval."""
     g = unit.groupby(group)
-    q1, q3 = g.transform(lambda x: x.quantile(0.25)), g.transform(lambda x: x.quantile(0.75))
+    # a group's quartiles computed once a group (its peers are few groups), spread back by position
+    codes = pd.factorize(group, sort=True)[0]
+    q1 = pd.Series(g.agg(lambda x: x.quantile(0.25)).to_numpy()[codes], index=unit.index)
+    q3 = pd.Series(g.agg(lambda x: x.quantile(0.75)).to_numpy()[codes], index=unit.index)
     clipped = unit.clip(q1 - 3 * (q3 - q1), q3 + 3 * (q3 - q1))
     by = clipped.groupby(group)
     mean, std, n = by.transform("mean"), by.transform("std").fillna(0.0), by.transform("size")

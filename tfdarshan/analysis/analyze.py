@@ -10,26 +10,36 @@ Parquet tables in <session>/analysis/:
              tier each rank reads from, and how hard it opens files there)
     skipped.json  the logs left out because they could not be read, and why
 
-Each log is read by one task (tables.reduce_log); the per-file figures are
-then combined by a Dask groupby, so no process holds every rank's records."""
+Two stages of tasks. Each task of the first reads a group of logs
+(tables.reduce_log), writes the group's per-rank rows, and combines its
+files by record id into one piece per id bucket (file_tree.combine). Each
+task of the second merges one bucket's pieces into its rows of the
+per-file table (file_tree.merge). No path string is shuffled, no process
+holds every rank's records, and each table is written once, by the task
+that computed it."""
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 import shutil
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from tfdarshan.analysis import tables
+from tfdarshan.analysis import file_tree, tables
+from tfdarshan.analysis.engine import engine
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import live_log, skipping
-from tfdarshan.analysis.engine import engine
 
 TABLES = ("files", "ranks", "steps", "mounts", "rank_mounts")
 SKIPPED = "skipped.json"        # the logs left out as unreadable, and why
 # the tables' layout: tables of another version are built again
 VERSION = "3"
+GROUPS = 32                     # about this many tasks read the logs (progress in as many steps)
+PAIRS_A_BUCKET = 64 * 10_000    # (rank, file) values one merge task sorts, roughly
+Progress = Callable[[str, int, int], None]      # (stage, done, total), as cli/progress.py takes it
+STAGES = {"read": "reading rank logs", "files": "merging per-file figures by record id"}
 
 
 def rank_logs(session_dir: pathlib.Path) -> List[pathlib.Path]:
@@ -38,14 +48,15 @@ def rank_logs(session_dir: pathlib.Path) -> List[pathlib.Path]:
     return sorted(p for p in pathlib.Path(session_dir).glob("*.darshan") if not joblog.is_job_log(p.name))
 
 
-def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathlib.Path] = None) -> Dict:
+def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathlib.Path] = None,
+            progress: Optional[Progress] = None) -> Dict:
     """Write the tables; returns {"where": engine, "ranks": logs analysed,
     "skipped": [{"log", "reason"}] of unreadable logs left out, "recovered":
     live logs of killed processes turned into partial logs first
     (logs/live_log.recover), "tables": {name: path}}. TfdarshanError when
-    no log is readable."""
+    no log is readable. progress(stage, done, total) is told of each stage
+    (STAGES) and each task done."""
     import dask
-    import dask.dataframe as dd
     session_dir = pathlib.Path(session_dir)
     recovered = live_log.recover(session_dir)       # processes killed before writing their logs
     logs = rank_logs(session_dir)
@@ -55,46 +66,118 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
     ranks = [tables.rank_of(p.name[: -len(".darshan")], i) for i, p in enumerate(logs)]
     if len(set(ranks)) != len(ranks):
         ranks = list(range(len(logs)))      # stems that do not name distinct ranks: by position
+    groups = _groups([(str(p), r) for p, r in zip(logs, ranks)])
+    buckets = _buckets(len(logs) * _files_a_log(logs[0]))
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for name in TABLES:
+        (tmp / name).mkdir(parents=True)
+    tell = progress or (lambda stage, done, total: None)
     with engine(scheduler, len(logs)) as where:
-        reduced = [dask.delayed(tables.reduce_log)(str(p), r) for p, r in zip(logs, ranks)]
-        frames = {name: dd.from_delayed([dask.delayed(lambda d, n=name: d[n])(x) for x in reduced],
-                                        meta=tables.empty(schema), verify_meta=False)
-                  for name, schema in (("files", tables.FILE_ROWS), ("ranks", tables.RANK_ROWS),
-                                       ("steps", tables.STEP_ROWS), ("mounts", tables.MOUNT_ROWS))}
-        per_file = _per_file(frames["files"], len(logs))
-        # a file several ranks read is one file of its mount: distinct paths, not the ranks' counts summed
-        distinct = per_file.groupby("mount")["path"].count().rename("files")
-        per_mount = frames["mounts"].groupby("mount").agg(
-            {"fstype": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
-             "opens": "sum"}).join(distinct).reset_index()
-        tmp = out.with_name(out.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        written = {}
-        for name, frame in (("files", per_file), ("ranks", frames["ranks"]), ("steps", frames["steps"]),
-                            ("mounts", per_mount), ("rank_mounts", frames["mounts"])):
-            frame.to_parquet(tmp / name, write_index=False)
-            written[name] = out / name
-        analyzed = set(pd.read_parquet(tmp / "ranks", columns=["log"])["log"])
-        skipped = [{"log": p.name, "reason": _why_unreadable(p)} for p in logs
-                   if p.name[: -len(".darshan")] not in analyzed]
+        read = [dask.delayed(read_group, pure=False)(g, i, str(tmp), buckets) for i, g in enumerate(groups)]
+        tell("read", 0, len(logs))
+        done_logs = [0]
+
+        def read_one(i: int) -> None:
+            done_logs[0] += len(groups[i])
+            tell("read", done_logs[0], len(logs))
+
+        parts = where.run(read, read_one, keep=True)
+        per_rank = where.run([dask.delayed(_per_rank_part, pure=False)(p) for p in parts])
+        tell("files", 0, buckets)
+        merges = [dask.delayed(merge_bucket, pure=False)(
+            [dask.delayed(_piece, pure=False)(p, b) for p in parts], b, str(tmp)) for b in range(buckets)]
+        merged = [0]
+
+        def merge_one(i: int) -> None:
+            merged[0] += 1
+            tell("files", merged[0], buckets)
+
+        counts = where.run(merges, merge_one)
+        del parts
+        skipped = [s for _, group_skipped in per_rank for s in group_skipped]
         if len(skipped) == len(logs):
             shutil.rmtree(tmp, ignore_errors=True)
             raise TfdarshanError(f"{session_dir}: no readable log; {skipping.warning_line(skipped)}")
+        rank_mounts = pd.concat([m for m, _ in per_rank], ignore_index=True)
+        _write(_per_mount(rank_mounts, pd.concat(counts)), tmp / "mounts" / "part.0.parquet")
         (tmp / SKIPPED).write_text(json.dumps(skipped))
         (tmp / "VERSION").write_text(VERSION)
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)                     # a reader never sees half the tables
-    return {"where": where, "ranks": len(logs) - len(skipped), "skipped": skipped, "recovered": recovered,
-            "tables": written}
+    return {"where": where.where, "ranks": len(logs) - len(skipped), "skipped": skipped, "recovered": recovered,
+            "tables": {name: out / name for name in TABLES}}
 
 
-def _why_unreadable(log: pathlib.Path) -> str:
-    """What reduce_log met in a log it left out (read again: they are few)."""
+def _groups(logs: List[Tuple[str, int]]) -> List[List[Tuple[str, int]]]:
+    """The logs in about GROUPS groups of consecutive ranks (neighbours tend
+    to share files, so a group combines them)."""
+    logs = sorted(logs, key=lambda x: x[1])
+    size = max(1, math.ceil(len(logs) / GROUPS))
+    return [logs[i:i + size] for i in range(0, len(logs), size)]
+
+
+def _files_a_log(log: pathlib.Path) -> int:
+    """Roughly how many files one log holds, from its size (about 100 bytes a
+    record compressed): enough to size the merge."""
     try:
-        tables._reduce(str(log), 0)
-    except (TfdarshanError, OSError) as e:
-        return skipping.reason_of(log, e)
-    return "unreadable while analysing"
+        return max(1, log.stat().st_size // 100)
+    except OSError:
+        return 1
+
+
+def _buckets(pairs: int) -> int:
+    """How many merge tasks: each sorts about PAIRS_A_BUCKET values, at most 64."""
+    return max(1, min(64, pairs // PAIRS_A_BUCKET))
+
+
+def read_group(logs: Sequence[Tuple[str, int]], group: int, tmp: str, buckets: int):
+    """(pieces per bucket, rank_mounts rows, skipped logs) of a group of logs;
+    its rows of the ranks, steps and rank_mounts tables are written here."""
+    files, reduced, skipped = [], [], []
+    for log, rank in logs:
+        try:
+            rank_files, rank_rows = tables.reduce_log(log, rank)
+        except (TfdarshanError, OSError) as e:
+            skipped.append({"log": pathlib.Path(log).name, "reason": skipping.reason_of(log, e)})
+            continue
+        files.append(rank_files)
+        reduced.append(rank_rows)
+    frames = tables.rows(reduced)
+    for name, table in (("ranks", "ranks"), ("steps", "steps"), ("mounts", "rank_mounts")):
+        _write(frames[name], pathlib.Path(tmp) / table / f"part.{group}.parquet")
+    return file_tree.combine(files, buckets), frames["mounts"], skipped
+
+
+def _piece(part, bucket: int) -> file_tree.Piece:
+    return part[0][bucket]
+
+
+def _per_rank_part(part) -> Tuple[pd.DataFrame, List[Dict[str, str]]]:
+    return part[1], part[2]
+
+
+def merge_bucket(pieces: Sequence[file_tree.Piece], bucket: int, tmp: str) -> pd.Series:
+    """Write one bucket's rows of the per-file table; its files per mount."""
+    files = file_tree.merge(pieces)
+    _write(files, pathlib.Path(tmp) / "files" / f"part.{bucket}.parquet")
+    return files["mount"].astype(object).value_counts()
+
+
+def _per_mount(rank_mounts: pd.DataFrame, files_per_mount: pd.Series) -> pd.DataFrame:
+    """Per mount: the ranks' sums, and its distinct files (a file several
+    ranks read is one file of its mount, not the ranks' counts summed)."""
+    distinct = files_per_mount.groupby(level=0).sum().rename("files")
+    return rank_mounts.groupby("mount").agg(
+        {"fstype": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
+         "opens": "sum"}).join(distinct).reset_index()
+
+
+def _write(frame: pd.DataFrame, path: pathlib.Path) -> None:
+    """One part of a table; text as Arrow strings, so that every part (an
+    empty one too) has the same schema."""
+    text = {c: "string[pyarrow]" for c in frame.columns if pd.api.types.is_string_dtype(frame[c].dtype)}
+    frame.astype(text).to_parquet(path, index=False)
 
 
 def skipped_logs(session_dir) -> List[Dict[str, str]]:
@@ -103,29 +186,6 @@ def skipped_logs(session_dir) -> List[Dict[str, str]]:
         return json.loads((pathlib.Path(session_dir) / "analysis" / SKIPPED).read_text())
     except (OSError, ValueError):
         return []
-
-
-def _per_file(files, logs: int):
-    """Per path: sums over ranks, ranks touching it, min/median/max over ranks.
-    Each path's rows are shuffled into one partition and reduced there by
-    pandas: exact medians, and one pass (a groupby of sums joined to a
-    groupby of spreads failed in Dask's planner at 1,024 partitions)."""
-    meta = _per_file_part(tables.empty(tables.FILE_ROWS))
-    return files.shuffle("path", npartitions=max(1, min(64, logs // 16))).map_partitions(_per_file_part, meta=meta)
-
-
-def _per_file_part(files: pd.DataFrame) -> pd.DataFrame:
-    per_rank = files.groupby(["path", "rank"], as_index=False).agg(
-        {"mount": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"})
-    per_rank["bytes"] = per_rank["bytes_read"] + per_rank["bytes_written"]
-    g = per_rank.groupby("path")
-    totals = g.agg({"mount": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
-                    "opens": "sum", "rank": "count"}).rename(columns={"rank": "ranks"})
-    spread = g.agg({"bytes": ["min", "median", "max"], "io_time": ["min", "median", "max"]})
-    spread.columns = [f"{c}_{s}" for c, s in spread.columns]
-    # string[pyarrow]: what Dask makes of text columns elsewhere, and what its parquet writer can infer
-    return totals.join(spread).reset_index().astype({"path": "string[pyarrow]", "mount": "string[pyarrow]",
-                                                     "bytes_median": "float64", "io_time_median": "float64"})
 
 
 def tables_fresh(session_dir) -> bool:

@@ -1,15 +1,18 @@
-"""One rank's log reduced to the rows the analysis tables are built from.
-Runs on a Dask worker: it reads one log (and its step series) and returns
-small frames; nothing here sees another rank's records."""
+"""One rank's log reduced to what the analysis tables are built from: its
+files by record id (numpy arrays) and its rows of the per-rank tables.
+Runs on a Dask worker; nothing here sees another rank's records."""
 from __future__ import annotations
 
+import dataclasses
+import os
 import pathlib
 import re
-from typing import Dict
+from typing import Dict, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
+from tfdarshan.capture import counters as C
 from tfdarshan.logs import input_wait
 from tfdarshan.logs.series import SETUP_STEP
 
@@ -39,59 +42,146 @@ def rank_of(stem: str, fallback: int) -> int:
     return int(m.group(1)) if m else fallback
 
 
-def reduce_log(log: str, rank: int) -> Dict[str, pd.DataFrame]:
-    """{"files", "ranks", "steps", "mounts"} rows of one log; no rows at all
-    for a log (or step series) that cannot be read: analyze() names it."""
-    from tfdarshan.errors import TfdarshanError
-    try:
-        return _reduce(log, rank)
-    except (TfdarshanError, OSError):
-        return {name: empty(schema) for name, schema in (("files", FILE_ROWS), ("ranks", RANK_ROWS),
-                                                         ("steps", STEP_ROWS), ("mounts", MOUNT_ROWS))}
+@dataclasses.dataclass
+class RankFiles:
+    """One rank's files, each once by record id (its POSIX and STDIO records
+    of a path added), sorted by id: what the per-file tree (file_tree.py)
+    combines."""
+    rank: int
+    ids: np.ndarray             # uint64, sorted, distinct
+    paths: np.ndarray           # object
+    mounts: np.ndarray          # object
+    bytes_read: np.ndarray      # int64
+    bytes_written: np.ndarray   # int64
+    io_time: np.ndarray         # float64
+    opens: np.ndarray           # int64
 
 
-def _reduce(log: str, rank: int) -> Dict[str, pd.DataFrame]:
+# a record whose id the name region does not name: keyed (and shown) as the path ""
+UNNAMED = np.uint64(0)
+
+
+def reduce_log(log: str, rank: int) -> Tuple[RankFiles, Dict[str, object]]:
+    """One log's files, and its rows of the per-rank tables: {"ranks": a
+    dict (RANK_ROWS), "steps": a DataFrame (STEP_ROWS), "mounts": a dict of
+    columns (MOUNT_ROWS)}; rows(...) makes frames of several. Raises
+    TfdarshanError or OSError for a log (or step series) that cannot be
+    read: analyze() names it."""
     from tfdarshan.capture import mounts as M
-    from tfdarshan.logs.darshan_log import read_darshan_log
     from tfdarshan.logs.live_log import is_partial
-    snap = read_darshan_log(log)
-    parts = []
-    for module in ("POSIX", "STDIO"):
-        f = snap.frame(module)
-        if len(f):
-            parts.append(pd.DataFrame({
-                "path": f["path"].astype(object), "rank": rank,
-                "bytes_read": f[f"{module}_BYTES_READ"].astype("int64"),
-                "bytes_written": f[f"{module}_BYTES_WRITTEN"].astype("int64"),
-                "io_time": (f[f"{module}_F_READ_TIME"] + f[f"{module}_F_WRITE_TIME"]
-                            + f[f"{module}_F_META_TIME"]).astype("float64"),
-                "opens": f[f"{module}_OPENS"].astype("int64")}))
-    mounts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []] or M.current()
-    files = pd.concat(parts, ignore_index=True) if parts else empty(FILE_ROWS)
+    rows, meta = _records(log)
+    mounts = [M.Mount(p, t) for p, t in meta.get("mounts") or []] or M.current()
+    paths = rows["path"]
     # the standard streams are on no mount: named as the tab names them
-    files["mount"] = np.where(files["path"].isin(M.STREAM_PATHS), M.STREAMS,
-                              M.points_of(files["path"], mounts)) if len(files) else pd.Series(dtype=object)
-    files = files[list(FILE_ROWS)].astype(FILE_ROWS)
+    rows["mount"] = np.where(np.isin(paths, M.STREAM_PATHS), M.STREAMS,
+                             np.array(M.points_of(paths, mounts), dtype=object)) if len(paths) else paths
     steps = _steps(pathlib.Path(log), rank)
     real = steps[steps["counted"]]
     step_time, wait_time = float(real["duration"].sum()), float(real["input_wait"].sum())
     setup = steps[steps["step"] == SETUP_STEP]
-    ranks = pd.DataFrame([{
-        "rank": rank, "log": pathlib.Path(log).name[: -len(".darshan")], "host": str(snap.meta.get("hostname") or ""), "files": len(files),
-        "bytes_read": int(files["bytes_read"].sum()), "bytes_written": int(files["bytes_written"].sum()),
-        "io_time": float(files["io_time"].sum()), "step_time": step_time, "wait_time": wait_time,
+    rank_row = {
+        "rank": rank, "log": pathlib.Path(log).name[: -len(".darshan")], "host": str(meta.get("hostname") or ""),
+        "files": len(paths), "bytes_read": int(rows["bytes_read"].sum()),
+        "bytes_written": int(rows["bytes_written"].sum()),
+        "io_time": float(rows["io_time"].sum()), "step_time": step_time, "wait_time": wait_time,
         "input_wait": input_wait.share(wait_time, step_time) if step_time > 0 else np.nan,
-        "opens": int(files["opens"].sum()), "duration": float(snap.end - snap.start),
+        "opens": int(rows["opens"].sum()), "duration": float(meta.get("end", 0.0)) - float(meta.get("start", 0.0)),
         "setup_time": float(setup["duration"].sum()) if len(setup) else np.nan,
-        "setup_bytes": int(setup["bytes_read"].sum()), "partial": is_partial(snap.meta),
-        **_coverage(pathlib.Path(log))}]).astype(RANK_ROWS)
-    by_mount = files.groupby("mount", as_index=False).agg(
-        files=("path", "size"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"),
-        io_time=("io_time", "sum"), opens=("opens", "sum")) if len(files) else empty(MOUNT_ROWS)
+        "setup_bytes": int(setup["bytes_read"].sum()), "partial": is_partial(meta),
+        **_coverage(pathlib.Path(log))}
+    # per mount (sorted by mount point, as a groupby would give them): numpy, not a groupby per log
+    codes, points = pd.factorize(rows["mount"], sort=True)
     fstypes = {m.point: m.fstype for m in mounts}
-    by_mount["fstype"] = by_mount["mount"].map(fstypes).fillna("")
-    by_mount["rank"] = rank
-    return {"files": files, "ranks": ranks, "steps": steps, "mounts": by_mount[list(MOUNT_ROWS)].astype(MOUNT_ROWS)}
+    by_mount = {"mount": np.asarray(points, dtype=object),
+                "fstype": np.array([fstypes.get(p, "") for p in points], dtype=object),
+                "rank": np.full(len(points), rank, dtype=np.int64),
+                "files": np.bincount(codes, minlength=len(points)).astype(np.int64)}
+    for c in ("bytes_read", "bytes_written", "io_time", "opens"):
+        by_mount[c] = np.zeros(len(points), dtype=rows[c].dtype)
+        np.add.at(by_mount[c], codes, rows[c])
+    return _per_id(rank, rows), {"ranks": rank_row, "steps": steps, "mounts": by_mount}
+
+
+def rows(reduced: Sequence[Dict[str, object]]) -> Dict[str, pd.DataFrame]:
+    """The per-rank tables' frames {"ranks", "steps", "mounts"} of several
+    reduce_log results (their second halves)."""
+    if not reduced:
+        return {"ranks": empty(RANK_ROWS), "steps": empty(STEP_ROWS), "mounts": empty(MOUNT_ROWS)}
+    mounts = {c: np.concatenate([r["mounts"][c] for r in reduced]) for c in MOUNT_ROWS}
+    return {"ranks": pd.DataFrame([r["ranks"] for r in reduced], columns=list(RANK_ROWS)).astype(RANK_ROWS),
+            "steps": pd.concat([r["steps"] for r in reduced], ignore_index=True).astype(STEP_ROWS),
+            "mounts": pd.DataFrame(mounts, columns=list(MOUNT_ROWS)).astype(MOUNT_ROWS)}
+
+
+def _per_id(rank: int, rows: Dict[str, np.ndarray]) -> RankFiles:
+    """A rank's rows (a file may have a POSIX and a STDIO record) added by id."""
+    ids = rows["id"]
+    order = np.argsort(ids, kind="stable")
+    ids = ids[order]
+    first = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.zeros(0, dtype=np.int64)
+    total = lambda c: np.add.reduceat(rows[c][order], first) if len(first) else rows[c][:0]   # noqa: E731
+    return RankFiles(rank, ids[first], rows["path"][order][first], rows["mount"][order][first],
+                     total("bytes_read"), total("bytes_written"), total("io_time"), total("opens"))
+
+
+def _records(log: str) -> Tuple[Dict[str, np.ndarray], dict]:
+    """A log's POSIX then STDIO records as columns {"id", "path", "bytes_read",
+    "bytes_written", "io_time", "opens"}, and its snapshot meta. Current-
+    format logs are decoded here from the two module regions alone (the
+    trace and heatmap stay compressed); older ones are read by PyDarshan."""
+    from tfdarshan.logs.darshan_checker import check_module_region, inspect_log
+    from tfdarshan.logs.darshan_format import names_at
+    from tfdarshan.logs.darshan_reader import decode_records, meta_from_regions
+    info = inspect_log(log, modules=False)
+    parts = []
+    if info["current"]:
+        meta = meta_from_regions(log, info)
+        names = names_at(info["names_raw"], *info["name_bytes"])
+        name_ids, name_paths = names[0], np.array(names[1], dtype=object)
+        # a damaged log may name an id twice: the last name wins, as read_darshan_log reads it
+        order = np.argsort(name_ids, kind="stable")
+        last = np.r_[name_ids[order][1:] != name_ids[order][:-1], True]
+        name_ids, name_paths = name_ids[order][last], name_paths[order][last]
+        with open(log, "rb") as f:
+            for module in ("POSIX", "STDIO"):
+                if module not in info["maps"]:
+                    continue
+                off, length = info["maps"][module]
+                raw = os.pread(f.fileno(), length, off)
+                rec = decode_records(module, check_module_region(module, raw, info["comp_type"],
+                                                                 info["mod_ver"][module], log))
+                ints, floats = (list(x) for x in C.names(module))
+                c, fl = rec["c"], rec["f"]
+                ids = rec["id"].astype(np.uint64)
+                at = np.minimum(np.searchsorted(name_ids, ids), max(len(name_ids) - 1, 0))
+                named = name_ids[at] == ids if len(name_ids) else np.zeros(len(ids), dtype=bool)
+                parts.append({
+                    "id": np.where(named, ids, UNNAMED),
+                    "path": np.where(named, name_paths[at] if len(name_paths) else "", "").astype(object),
+                    "bytes_read": c[:, ints.index(f"{module}_BYTES_READ")].astype(np.int64),
+                    "bytes_written": c[:, ints.index(f"{module}_BYTES_WRITTEN")].astype(np.int64),
+                    "io_time": (fl[:, floats.index(f"{module}_F_READ_TIME")] + fl[:, floats.index(f"{module}_F_WRITE_TIME")]
+                                + fl[:, floats.index(f"{module}_F_META_TIME")]).astype(np.float64),
+                    "opens": c[:, ints.index(f"{module}_OPENS")].astype(np.int64)})
+    else:
+        from tfdarshan.logs.darshan_log import read_darshan_log
+        snap = read_darshan_log(log)
+        meta = snap.meta
+        for module in ("POSIX", "STDIO"):
+            f = snap.frame(module)
+            path = f["path"].to_numpy(dtype=object)
+            parts.append({
+                "id": np.where(path == "", UNNAMED, f["record_id"].to_numpy(np.uint64)), "path": path,
+                "bytes_read": f[f"{module}_BYTES_READ"].to_numpy(np.int64),
+                "bytes_written": f[f"{module}_BYTES_WRITTEN"].to_numpy(np.int64),
+                "io_time": (f[f"{module}_F_READ_TIME"] + f[f"{module}_F_WRITE_TIME"]
+                            + f[f"{module}_F_META_TIME"]).to_numpy(np.float64),
+                "opens": f[f"{module}_OPENS"].to_numpy(np.int64)})
+    cols = ("id", "path", "bytes_read", "bytes_written", "io_time", "opens")
+    if not parts:
+        return {c: np.zeros(0, dtype={"id": np.uint64, "path": object, "io_time": np.float64}.get(c, np.int64))
+                for c in cols}, meta
+    return {c: np.concatenate([p[c] for p in parts]) for c in cols}, meta
 
 
 def _coverage(log: pathlib.Path) -> Dict[str, float]:

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-from typing import Callable, Dict, Iterable, List, Optional, TypeVar
+from typing import Callable, Iterable, List, Optional, TypeVar
+
+import numpy as np
+import pandas as pd
 
 T = TypeVar("T")
 
@@ -68,23 +70,40 @@ def mount_of(path: str, mounts: Iterable[Mount]) -> Optional[Mount]:
     return longest_prefix(path, mounts, lambda m: m.point)
 
 
-def points_of(paths: Iterable[str], mounts: Iterable[Mount]) -> List[str]:
+def points_of(paths: Iterable[str], mounts: Iterable[Mount]) -> np.ndarray:
     """The mount point of every path ("" when none), looked up once per
     directory: a run can touch a million files in a few thousand directories."""
+    codes, points = point_codes(paths, mounts)
+    return np.asarray(points, dtype=object)[codes] if len(codes) else np.zeros(0, dtype=object)
+
+
+def point_codes(paths: Iterable[str], mounts: Iterable[Mount]):
+    """points_of as (a code a path, the mount points the codes index; a point
+    may be listed twice). Vectorised with Arrow's string kernels; `paths`
+    may be an Arrow string array already."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     mounts = list(mounts)
     exact = {m.point.rstrip("/") or "/": m.point for m in mounts}    # a file can be a mount point
-    by_dir: Dict[str, str] = {}
-    out = []
-    for path in paths:
-        if path in exact:
-            out.append(exact[path])
-            continue
-        d = os.path.dirname(path)
-        if d not in by_dir:
-            m = mount_of(d, mounts)
-            by_dir[d] = m.point if m else ""
-        out.append(by_dir[d])
-    return out
+    if isinstance(paths, (pa.Array, pa.ChunkedArray)):
+        text = paths
+    else:
+        text = pa.array(paths if isinstance(paths, pd.Series) else list(paths), type=pa.string())
+    if not len(text):
+        return np.zeros(0, dtype=np.int64), []
+    # each path's directory with its trailing slashes (os.path.dirname's head), once a directory
+    heads = pc.replace_substring_regex(text, r"[^/]*$", "").dictionary_encode()
+    points = []
+    for head in heads.dictionary.to_pylist():
+        m = mount_of(head.rstrip("/") or head, mounts)      # dirname keeps a root of slashes whole
+        points.append(m.point if m else "")
+    codes = heads.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    if exact:
+        at = pc.index_in(text, value_set=pa.array(list(exact), type=pa.string()))
+        hit = np.asarray(at.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        codes[hit] = len(points) + at.to_numpy(zero_copy_only=False)[hit].astype(np.int64)
+        points += list(exact.values())
+    return codes, points
 
 
 def label(path: str, mounts: Iterable[Mount]) -> str:

@@ -39,7 +39,14 @@ def run(args: argparse.Namespace) -> int:
         session_dir = src                  # the session directory itself, or a folder of logs
     else:
         session_dir = pick_session(src, args.session)[0].directory
-    r = analyze(session_dir, scheduler=args.scheduler)
+    from tfdarshan.analysis.analyze import STAGES
+    from tfdarshan.cli.progress import StageProgress
+    # a bar a stage on a terminal, a line a stage in a batch job's log
+    progress = StageProgress("tfdarshan analyze", STAGES, {"read": "log", "files": "id bucket"})
+    try:
+        r = analyze(session_dir, scheduler=args.scheduler, progress=progress)
+    finally:
+        progress.close()
     if live_log.summary_line(r["recovered"]):
         print(f"tfdarshan analyze: {live_log.summary_line(r['recovered'])}", file=sys.stderr)
     if r["skipped"]:

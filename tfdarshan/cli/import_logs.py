@@ -11,11 +11,25 @@ import pathlib
 import re
 import shutil
 
-from tqdm import tqdm
-
 from tfdarshan.cli import path_arg
+from tfdarshan.cli.progress import StageProgress
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs.logdir import session_root
+
+
+STAGES = {"check": "checking logs", "copy": "copying logs"}
+MANY = 20           # logs: from this many on, import shows its progress
+
+
+class _Quiet:
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+_quiet = _Quiet()
 
 
 def add_parser(sub) -> None:
@@ -34,14 +48,33 @@ def safe_name(text: str, fallback: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfdarshan.logs.darshan_log import read_darshan_log
     logdir = pathlib.Path(args.logdir)
     if logdir.exists() and not logdir.is_dir():
         raise TfdarshanError(f"{logdir}: exists and is not a directory")
     run_name = safe_name(args.run, "imported")
     profile = session_root(logdir / run_name, beside_xprof=False)
     plan, taken, seen = [], set(), set()
-    for log in tqdm(args.logs, desc="checking logs", unit="log", disable=len(args.logs) < 20 or None):
+    # a bar a stage on a terminal, a line a stage otherwise (on stderr: stdout lists the
+    # copies); a few logs are checked and copied in moments, and show none
+    progress = StageProgress("tfdarshan import", STAGES, "log") if len(args.logs) >= MANY else _quiet
+    try:
+        _check(args.logs, profile, plan, taken, seen, progress)
+        progress("copy", 0, len(plan))
+        for i, (src, dest, snap) in enumerate(plan, 1):
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+            print(f"{src} -> {dest} ({len(snap.posix)} POSIX files, {len(snap.stdio)} STDIO files)")
+            progress("copy", i, len(plan))
+    finally:
+        progress.close()
+    return 0
+
+
+def _check(logs, profile, plan, taken, seen, progress) -> None:
+    """Read every log (refusing a bad one) and plan where each goes, before any is copied."""
+    from tfdarshan.logs.darshan_log import read_darshan_log
+    progress("check", 0, len(logs))
+    for i, log in enumerate(logs, 1):
         if pathlib.Path(log).resolve() in seen:
             raise TfdarshanError(f"{log}: given twice")
         seen.add(pathlib.Path(log).resolve())
@@ -55,8 +88,4 @@ def run(args: argparse.Namespace) -> int:
             session = f"{stem}-{n}"
         taken.add(session)
         plan.append((pathlib.Path(log), profile / session / f"{host}.darshan", snap))
-    for src, dest, snap in plan:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
-        print(f"{src} -> {dest} ({len(snap.posix)} POSIX files, {len(snap.stdio)} STDIO files)")
-    return 0
+        progress("check", i, len(logs))

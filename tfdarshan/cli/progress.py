@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Dict, Optional
+from typing import Dict, Optional, Union
 
 
 class StageProgress:
     """A progress(stage, done, total) callback. `labels` names the stages;
-    `unit` is what `total` counts."""
+    `unit` is what `total` counts (one for all stages, or one a stage)."""
 
-    def __init__(self, prog: str, labels: Dict[str, str], unit: str, stream=None, bar: Optional[bool] = None):
+    def __init__(self, prog: str, labels: Dict[str, str], unit: Union[str, Dict[str, str]], stream=None,
+                 bar: Optional[bool] = None):
         self.prog, self.labels, self.unit = prog, labels, unit
         self.stream = stream or sys.stderr
         self.bar_wanted = self.stream.isatty() if bar is None else bar
@@ -29,11 +30,12 @@ class StageProgress:
         self.close()
         self.stage = stage
         label = self.labels.get(stage, stage)
+        unit = self.unit.get(stage, "item") if isinstance(self.unit, dict) else self.unit
         if self.bar_wanted:
             from tqdm import tqdm
-            self.bar = tqdm(total=total, desc=label, unit=self.unit, file=self.stream)
+            self.bar = tqdm(total=total, desc=label, unit=unit, file=self.stream)
         else:
-            print(f"{self.prog}: {label}: {total:,} {self.unit}{'s' if total != 1 else ''} "
+            print(f"{self.prog}: {label}: {total:,} {unit}{'s' if total != 1 else ''} "
                   f"({time.monotonic() - self.started:.1f} s)", file=self.stream, flush=True)
 
     def close(self) -> None:

@@ -69,9 +69,11 @@ def name_records(raw: bytes) -> Optional[Tuple[np.ndarray, np.ndarray]]:
 def parse_names(raw: bytes) -> Optional[Tuple[np.ndarray, List[str]]]:
     """(ids, paths) of an inflated name region, or None (see name_records)."""
     found = name_records(raw)
-    if found is None:
-        return None
-    ids, starts = found
+    return None if found is None else names_at(raw, *found)
+
+
+def names_at(raw: bytes, ids: np.ndarray, starts: np.ndarray) -> Tuple[np.ndarray, List[str]]:
+    """(ids, paths) of an inflated name region whose records name_records found."""
     if not len(ids):
         return ids, []
     text = np.ones(len(raw), dtype=bool)
