@@ -196,3 +196,16 @@ def test_read_k_times_counts_files(tmp_path):
                        zero=times)
     (f,) = [f for f in advisor.diagnose(snap, advisor.file_costs(snap, FAST)) if "read again" in f.title]
     assert "of 4 files, 3 were read 2 times in full; 1 was read 3 times in full" in f.detail, f.detail
+
+
+def test_user_directories_named_by_the_environment_are_configuration(tmp_path, monkeypatch):
+    # given each configuration directory the environment names, and a data file beside them
+    dirs = {name: tmp_path / name.lower() for name in TI.CONFIG_ENV}
+    for name, d in dirs.items():
+        monkeypatch.setenv(name, str(d))
+    data = str(tmp_path / "data" / "shard-0.tfrecord")
+    paths = [str(d / "some" / "file.bin") for d in dirs.values()] + [data, str(tmp_path / "xdg_cache_homeless.bin")]
+    # when
+    why = TI.reasons(paths)
+    # then: the files inside those directories are configuration, the rest training input
+    assert list(why) == [TI.CONFIG] * len(dirs) + ["", ""]
