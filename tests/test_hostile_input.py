@@ -1034,3 +1034,33 @@ def test_run_directories_with_hostile_names_on_disk(world, tmp_path):
                 "new%5cnline"):
         status, body = _get(plugin, "summary", f"run={raw}&session={urllib.parse.quote(world.session)}")
         assert status in (400, 404) and "error" in body, raw
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=12).filter(lambda b: b"/" not in b and b"\0" not in b),
+                min_size=1, max_size=6))
+def test_names_that_are_not_utf8_pass_the_vectorised_path_tests(names):
+    # given paths under /dev/shm and a .cache directory whose last part is any bytes
+    from tfdarshan.advice import training_input as TI
+    from tfdarshan.capture import mounts as M
+    from tfdarshan.capture.arrow_text import arrow_paths
+    # (a name that is itself a config directory or one of tfdarshan's own files says so, rightly)
+    assume(not any(os.fsdecode(n) in TI.CONFIG_PARTS or os.fsdecode(b"/" + n).endswith(TI.OWN_SUFFIXES)
+                   for n in names))
+    data = [os.fsdecode(b"/dev/shm/tfd/" + n) for n in names]
+    cache = [os.fsdecode(b"/home/u/.cache/" + n) for n in names]
+    # when / then: the mount of each is its prefix's, and the cache files are configuration
+    points = M.points_of(data, [M.Mount("/", "ext4"), M.Mount("/dev/shm", "tmpfs")])
+    assert list(points) == ["/dev/shm"] * len(names)
+    assert list(TI.reasons(data + cache)) == [""] * len(names) + [TI.CONFIG] * len(names)
+    # and the text says whether it is exact: exact exactly when every name is UTF-8
+    _, exact = arrow_paths(data)
+    assert exact == all(_utf8(n) for n in names)
+
+
+def _utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False

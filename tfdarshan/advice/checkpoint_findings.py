@@ -21,6 +21,7 @@ import pandas as pd
 
 from tfdarshan.advice import tiers as T
 from tfdarshan.advice.file_table import human_time
+from tfdarshan.capture.arrow_text import arrow_paths
 from tfdarshan.capture.snapshot import Snapshot
 
 _TEMP = r"(\.tempstate\d+|\.tmp\w*)?$"
@@ -46,7 +47,7 @@ def _checkpoints(paths: pd.Series) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
     try:
-        arr = pa.array(paths.to_numpy(dtype=object), type=pa.string())
+        arr, _ = arrow_paths(paths.to_numpy(dtype=object))
     except (pa.ArrowInvalid, pa.ArrowTypeError):       # not all text: one by one
         return paths.map(lambda p: isinstance(p, str) and is_checkpoint(p)).to_numpy(bool)
     any_literal = pc.match_substring_regex(arr, "|".join(re.escape(x) for x in _LITERALS))

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from tfdarshan.advice import tiers as T
 from tfdarshan.capture import mounts as M
+from tfdarshan.capture.arrow_text import arrow_paths
 from tfdarshan.capture.snapshot import Snapshot
 
 COLUMNS = ["path", "size", "tier", "opens", "stats", "reads", "bytes_read", "read_time", "meta_time",
@@ -145,7 +146,7 @@ def _measured_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier]) -> pd
     mounts = [M.Mount(m, t) for m, t in snap.meta.get("mounts") or []] or M.current()
     paths = p["path"]
     # the paths as Arrow text once: the mount and fast-tier tests both take it
-    text = pa.array(paths.astype(object).to_numpy() if paths.dtype == object else paths, type=pa.string())
+    text, exact = arrow_paths(paths.astype(object).to_numpy() if paths.dtype == object else paths)
     expected, peers, units = _expected_now(p, opens + stats, reads, mounts, text)
     predicted = fast.time(opens, stats, reads, p["POSIX_BYTES_READ"].to_numpy())
     prefix = fast.path.rstrip("/") or "/"
@@ -157,7 +158,7 @@ def _measured_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier]) -> pd
     labels = [(T.tier_for(x, tiers).label if T.tier_for(x, tiers) else "") for x in p["path"]] if tiers else ""
     saving = {k: np.where(on_fast, 0.0, np.maximum(v - predicted, 0.0)) for k, v in expected.items()}
     return pd.DataFrame({
-        "path": _text_column(text, paths), "size": sizes,
+        "path": _text_column(text, paths) if exact else paths.to_numpy(dtype=object), "size": sizes,
         "tier": labels,
         "opens": p["POSIX_OPENS"].to_numpy(), "stats": p["POSIX_STATS"].to_numpy(),
         "reads": p["POSIX_READS"].to_numpy(), "bytes_read": p["POSIX_BYTES_READ"].to_numpy(),

@@ -16,6 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tfdarshan.capture.arrow_text import arrow_paths
+
 # a path with one of these components is configuration or cache, not data
 CONFIG_PARTS = (".cache", ".config", ".keras", ".matplotlib", ".ipython", ".jupyter", ".nv")
 CONFIG_ENV = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "MPLCONFIGDIR", "KERAS_HOME")
@@ -42,7 +44,7 @@ def reasons(paths: Sequence[str], in_steps: Optional[np.ndarray] = None) -> np.n
     if isinstance(paths, pd.Series) and pd.api.types.is_string_dtype(paths.dtype) and paths.dtype != object:
         s = pa.array(paths, type=pa.string())       # already Arrow text: no Python object a path
     else:
-        s = pa.array(pd.Series(list(paths), dtype=object).astype(str), type=pa.string())
+        s, _ = arrow_paths([str(p) for p in paths])
     test = lambda result: np.asarray(result.to_numpy(zero_copy_only=False), dtype=bool)   # noqa: E731
     # a whole path component (between slashes, or at either end) that is a config directory
     parts = "|".join(re.escape(p) for p in CONFIG_PARTS)

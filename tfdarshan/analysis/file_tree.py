@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tfdarshan.analysis.tables import RankFiles
+from tfdarshan.capture.arrow_text import arrow_paths
 
 # the per-file table's columns and their types (Arrow strings: what Parquet and the readers keep)
 FILE_TABLE = {"path": "string[pyarrow]", "mount": "string[pyarrow]", "bytes_read": "int64",
@@ -75,8 +76,8 @@ def combine(ranks: Sequence[RankFiles], buckets: int) -> List[Piece]:
     pieces = []
     for b in range(buckets):
         f, p = file_bucket == b, pair_bucket == b
-        pieces.append(Piece(file_ids[f], pa.array(paths[f], type=pa.large_string()),
-                            pa.array(mounts[f], type=pa.large_string()), first[f], {c: v[f] for c, v in sums.items()},
+        pieces.append(Piece(file_ids[f], arrow_paths(paths[f], pa.large_string())[0],
+                            arrow_paths(mounts[f], pa.large_string())[0], first[f], {c: v[f] for c, v in sums.items()},
                             ids[p], pair_bytes[p], values["io_time"][p]))
     return pieces
 

@@ -7,6 +7,8 @@ from typing import Callable, Iterable, List, Optional, TypeVar
 import numpy as np
 import pandas as pd
 
+from tfdarshan.capture.arrow_text import arrow_paths
+
 T = TypeVar("T")
 
 # Darshan's records of the standard streams are on no storage: their "tier"
@@ -88,7 +90,7 @@ def point_codes(paths: Iterable[str], mounts: Iterable[Mount]):
     if isinstance(paths, (pa.Array, pa.ChunkedArray)):
         text = paths
     else:
-        text = pa.array(paths if isinstance(paths, pd.Series) else list(paths), type=pa.string())
+        text, _ = arrow_paths(paths if isinstance(paths, pd.Series) else list(paths))
     if not len(text):
         return np.zeros(0, dtype=np.int64), []
     # each path's directory with its trailing slashes (os.path.dirname's head), once a directory
