@@ -45,8 +45,9 @@ case-studies: $(STAMP) system-deps
 	$(BIN)/python -m case_studies --scale small
 
 # bench_peers.py runs DFTracer beside tfdarshan (the peers extra);
-# bench_instructions.py needs valgrind
+# bench_instructions.py needs valgrind; bench_slow_tier.py mounts a FUSE tier
 bench: $(STAMP) browser
+	@command -v valgrind >/dev/null || ($(SUDO) apt-get install -y -q valgrind)
 	$(BIN)/pip install -q -e ".[tf-cpu,test,case-studies,peers]"
 	$(BIN)/python benchmarks/bench_instructions.py
 	$(BIN)/python benchmarks/bench_pread.py
@@ -59,6 +60,11 @@ bench: $(STAMP) browser
 	$(BIN)/python benchmarks/bench_pipeline.py
 	$(BIN)/python benchmarks/bench_tab.py
 	$(BIN)/python benchmarks/bench_tab_ranks.py
+	$(BIN)/python benchmarks/bench_ring.py
+	$(BIN)/python benchmarks/bench_mapped.py
+	$(BIN)/python benchmarks/bench_stage.py
+	$(BIN)/python benchmarks/bench_staging.py
+	$(BIN)/python benchmarks/bench_slow_tier.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info tfdarshan/_native_shim*.so demo_logs

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import statistics
 import sys
 import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))   # case_studies/, from a clone
 
 MiB = 2**20
 LATENCY = dict(meta_latency=0.005, read_latency=0.010, bandwidth="0")
