@@ -40,7 +40,7 @@ import time
 
 HERE = pathlib.Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from bench_ring import median_interval  # noqa: E402
+from intervals import median_interval  # noqa: E402
 
 MODES = ("off", "counters", "trace")
 

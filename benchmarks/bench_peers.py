@@ -39,7 +39,7 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_ring import median_interval  # noqa: E402
+from intervals import median_interval  # noqa: E402
 
 CONFIGS = ("plain", "dftracer", "tfdarshan", "tfdarshan+trace")
 CALLS = ("fread", "pread")

@@ -29,6 +29,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from bench_pipeline import make_files, summary  # noqa: E402
+from intervals import median_interval  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 MODES = ("attached", "ring")
@@ -37,14 +38,6 @@ MODES = ("attached", "ring")
 def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def median_interval(values, resamples: int = 10_000):
-    """95 % percentile-bootstrap interval of the median (fixed seed)."""
-    import numpy as np
-    v = np.asarray(values, dtype=float)
-    meds = np.median(np.random.default_rng(0).choice(v, (resamples, len(v))), axis=1)
-    return float(np.percentile(meds, 2.5)), float(np.percentile(meds, 97.5))
 
 
 def main(argv=None) -> int:
