@@ -416,7 +416,7 @@ class Window:
             room = max(self._rec.trace_cap - self._kept_bytes, 0) // max(seg.itemsize * seg.shape[1], 1)
             if len(seg) > room:
                 self._dropped += len(seg) - room
-                seg = seg[:room]
+                seg = seg[:room].copy()     # a view would keep the whole interval's trace alive
             if len(seg):
                 self._segments.append(seg)
                 self._kept_bytes += seg.nbytes
