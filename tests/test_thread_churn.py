@@ -3,6 +3,8 @@ iterator, so a training job starts new ones every epoch. What an exited
 thread read stays counted exactly, and the memory its counters took is
 reused by the next threads instead of growing by a shard per thread and
 file for as long as the job runs."""
+import ctypes
+import gc
 import os
 import threading
 
@@ -15,6 +17,10 @@ FILES, ROUNDS, THREADS = 300, 60, 4
 
 
 def _rss() -> int:
+    # live memory, not what malloc keeps on its free lists (which depends on
+    # which thread freed what, and when)
+    gc.collect()
+    ctypes.CDLL(None).malloc_trim(0)
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
