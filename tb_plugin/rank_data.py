@@ -11,6 +11,7 @@ from typing import List, Tuple
 import pandas as pd
 
 from tfdarshan.analysis.analyze import ensure_tables, rank_logs, skipped_logs, tables_fresh
+from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan.logs.logdir import Session
@@ -58,7 +59,9 @@ class RankSessionData:
         record = read_job_record(first)
         self.mounts = [M.Mount(p, t) for p, t in record["mounts"]] or M.current()
         self.files = files.assign(tier=tier_names(tiers_of(files["path"], self.mounts)), total_time=files["io_time"],
-                                  path=files["path"].map(display_path))
+                                  path=files["path"].map(display_path),
+                                  how=K.how_of({name: files[col.lower()].to_numpy()
+                                                for name, col in K.MECHANISMS.items()}, len(files)))
         self.job_metadata = record["metadata"]
         # the job's coverage card: every rank's buckets added up
         cov = self.ranks[list(COVERAGE)].dropna(subset=["counted_bytes", "kernel_bytes"])

@@ -17,7 +17,9 @@ from tfdarshan_tb import views
 from tfdarshan_tb.rank_data import RankSessionData
 
 FILE_COLUMNS = ["path", "tier", "ranks", "bytes_read", "bytes_written", "opens", "total_time",
-                "bytes_min", "bytes_median", "bytes_max", "io_time_max"]
+                "bytes_min", "bytes_median", "bytes_max", "io_time_max",
+                # beyond Darshan's counters, summed over ranks (kernel_io.py)
+                "how", "copy_bytes_read", "copy_bytes_written", "mmap_bytes"]
 # a heatmap larger than this is drawn with steps binned (the browser draws every cell)
 MAX_HEAT_CELLS = 250_000
 RANK_SPEC = re.compile(r"\d{1,9}(-\d{1,9})?(,\d{1,9}(-\d{1,9})?)*")
@@ -51,7 +53,10 @@ def summary(d: RankSessionData) -> Dict:
            "steps": int(st["step"].nunique()), "input_share": job_share(d),
            "setup_time": float(r["setup_time"].max()) if r["setup_time"].notna().any() else None,
            "setup_bytes": int(r["setup_bytes"].sum()),
-           "folded_files": 0, "trace_dropped": 0}
+           "folded_files": 0, "trace_dropped": 0,
+           # beyond Darshan's counters, as a one-process session shows them
+           "copy_bytes": int(d.files["copy_bytes_read"].sum() + d.files["copy_bytes_written"].sum()),
+           "mmap_bytes": int(d.files["mmap_bytes"].sum())}
     out = {k: views._clean(v) for k, v in out.items()}
     out["input_label"] = views.input_label(len(r)).replace("processes", "ranks")
     out["origin"] = views.origin(d.job_metadata)

@@ -19,15 +19,16 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tfdarshan.analysis.tables import RankFiles
+from tfdarshan.analysis.tables import KERNEL_SUMS, RankFiles
 from tfdarshan.capture.arrow_text import arrow_paths
 
 # the per-file table's columns and their types (Arrow strings: what Parquet and the readers keep)
 FILE_TABLE = {"path": "string[pyarrow]", "mount": "string[pyarrow]", "bytes_read": "int64",
               "bytes_written": "int64", "io_time": "float64", "opens": "int64", "ranks": "int64",
               "bytes_min": "int64", "bytes_median": "float64", "bytes_max": "int64",
-              "io_time_min": "float64", "io_time_median": "float64", "io_time_max": "float64"}
-_SUMS = ("bytes_read", "bytes_written", "io_time", "opens", "ranks")
+              "io_time_min": "float64", "io_time_median": "float64", "io_time_max": "float64",
+              **{c: "int64" for c in KERNEL_SUMS}}
+_SUMS = ("bytes_read", "bytes_written", "io_time", "opens", "ranks", *KERNEL_SUMS)
 
 
 @dataclasses.dataclass
@@ -68,6 +69,8 @@ def combine(ranks: Sequence[RankFiles], buckets: int) -> List[Piece]:
     starts = _group_starts(ids)
     values = {c: cat(c)[order] for c in ("bytes_read", "bytes_written", "io_time", "opens")}
     values["ranks"] = np.ones(len(ids), dtype=np.int64)
+    for c in KERNEL_SUMS:
+        values[c] = (np.concatenate([r.kernel[c] for r in ranks]) if ranks else np.zeros(0, dtype=np.int64))[order]
     sums = {c: np.add.reduceat(v, starts) if len(starts) else v[:0] for c, v in values.items()}
     file_ids = ids[starts]
     paths, mounts, first = cat("paths")[order][starts], cat("mounts")[order][starts], rank[order][starts]

@@ -13,11 +13,16 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.capture import counters as C
+from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import input_wait
 from tfdarshan.logs.series import SETUP_STEP
 
 FILE_ROWS = {"path": "object", "mount": "object", "rank": "int64", "bytes_read": "int64",
              "bytes_written": "int64", "io_time": "float64", "opens": "int64"}
+# what Darshan's counters cannot see, per file and summed over ranks (kernel_io.py):
+# kernel-side copies and mapped reads (an estimate), by the step series' names
+KERNEL_SUMS = ("copy_bytes_read", "copy_bytes_written", "mmap_bytes", "copy_file_range_bytes", "sendfile_bytes",
+               "splice_bytes")
 # the rank's coverage record (capture/coverage.py), NaN without one
 COVERAGE = ("counted_bytes", "kernel_bytes", "excluded_bytes")
 # input_wait (a share, per rank) and a step's input_wait (seconds) are input_wait.py's:
@@ -55,6 +60,7 @@ class RankFiles:
     bytes_written: np.ndarray   # int64
     io_time: np.ndarray         # float64
     opens: np.ndarray           # int64
+    kernel: Dict[str, np.ndarray]   # KERNEL_SUMS: int64 each
 
 
 # a record whose id the name region does not name: keyed (and shown) as the path ""
@@ -70,6 +76,7 @@ def reduce_log(log: str, rank: int) -> Tuple[RankFiles, Dict[str, object]]:
     from tfdarshan.capture import mounts as M
     from tfdarshan.logs.live_log import is_partial
     rows, meta = _records(log)
+    rows = _with_kernel_files(rows, pathlib.Path(log))
     mounts = [M.Mount(p, t) for p, t in meta.get("mounts") or []] or M.current()
     paths = rows["path"]
     # the standard streams are on no mount: named as the tab names them
@@ -121,7 +128,65 @@ def _per_id(rank: int, rows: Dict[str, np.ndarray]) -> RankFiles:
     first = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.zeros(0, dtype=np.int64)
     total = lambda c: np.add.reduceat(rows[c][order], first) if len(first) else rows[c][:0]   # noqa: E731
     return RankFiles(rank, ids[first], rows["path"][order][first], rows["mount"][order][first],
-                     total("bytes_read"), total("bytes_written"), total("io_time"), total("opens"))
+                     total("bytes_read"), total("bytes_written"), total("io_time"), total("opens"),
+                     {c: total(c) for c in KERNEL_SUMS})
+
+
+def _with_kernel_files(rows: Dict[str, np.ndarray], log: pathlib.Path) -> Dict[str, np.ndarray]:
+    """The rows with KERNEL_SUMS columns, from the step series beside the
+    log: a file's figures on its first row (its POSIX and STDIO rows are
+    added by id later), and a row of its own for a file only the kernel-side
+    figures hold (a memmap made before the window, say)."""
+    n = len(rows["id"])
+    rows = {**rows, **{c: np.zeros(n, dtype=np.int64) for c in KERNEL_SUMS}}
+    got = _kernel_files(log)
+    if got is None:
+        return rows
+    ids, paths, sums = got
+    order = np.argsort(rows["id"], kind="stable")
+    sorted_ids = rows["id"][order]
+    at = np.searchsorted(sorted_ids, ids)
+    found = sorted_ids[np.minimum(at, n - 1)] == ids if n else np.zeros(len(ids), dtype=bool)
+    first_row = order[at[found]]          # the stable sort keeps an id's first row first
+    for c in KERNEL_SUMS:
+        rows[c][first_row] += sums[c][found]
+    new = ~found
+    if not new.any():
+        return rows
+    zeros = {c: np.zeros(int(new.sum()), dtype=v.dtype) for c, v in rows.items()}
+    extra = {**zeros, "id": ids[new], "path": paths[new], **{c: sums[c][new] for c in KERNEL_SUMS}}
+    return {c: np.concatenate([rows[c], extra[c]]) for c in rows}
+
+
+def _kernel_files(log: pathlib.Path):
+    """(ids, paths, {column: sums}) of the files with kernel-side figures in
+    the rank's step series, sorted by id; None when it has none. Its coverage
+    record says when there are none, so most ranks never open the series."""
+    import json
+    from tfdarshan.logs.series import read_series
+    stem = log.name[: -len(".darshan")]
+    try:
+        cov = json.loads(log.with_name(stem + ".coverage.json").read_text())
+    except (OSError, ValueError):
+        cov = None
+    if isinstance(cov, dict) and cov.get("beyond_darshan_files") == 0:
+        return None
+    series = log.with_name(stem + ".step_files.parquet")
+    if not series.exists():
+        return None
+    try:
+        files = read_series(series, ["record_id", *KERNEL_SUMS])
+    except TfdarshanError:
+        return None       # the rank's Darshan records still count; its steps say the series is damaged
+    files = files[(files[list(KERNEL_SUMS)] != 0).any(axis=1)]
+    if files.empty:
+        return None
+    g = files.groupby("record_id", sort=True).agg(
+        {**{c: "sum" for c in KERNEL_SUMS}, **({"path": "first"} if "path" in files else {})})
+    paths = g["path"].to_numpy(dtype=object) if "path" in g else np.full(len(g), None, dtype=object)
+    paths = np.array([p if isinstance(p, str) else "" for p in paths], dtype=object)
+    return (g.index.to_numpy().astype(np.uint64), paths,
+            {c: g[c].to_numpy().astype(np.int64) for c in KERNEL_SUMS})
 
 
 def _records(log: str) -> Tuple[Dict[str, np.ndarray], dict]:

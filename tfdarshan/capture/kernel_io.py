@@ -73,9 +73,19 @@ def how_read(extra: pd.DataFrame) -> pd.Series:
     """Per row, the mechanisms that moved its data ("sendfile, mmap"), "" for none."""
     if extra.empty:
         return pd.Series([], dtype=object, index=extra.index)
-    used = {name: extra[col].to_numpy() > 0 for name, col in MECHANISMS.items()}
-    return pd.Series([", ".join(n for n in MECHANISMS if used[n][i]) for i in range(len(extra))],
+    return pd.Series(how_of({name: extra[col].to_numpy() for name, col in MECHANISMS.items()}, len(extra)),
                      index=extra.index, dtype=object)
+
+
+def how_of(bytes_by_mechanism: Dict[str, np.ndarray], n: int) -> np.ndarray:
+    """Per row, the mechanisms (MECHANISMS' names) with bytes, joined; "" for
+    none. Only the rows that have some are joined in Python: a job's file
+    table has 100,000s of rows and few of them such."""
+    used = {name: np.asarray(v) > 0 for name, v in bytes_by_mechanism.items()}
+    out = np.full(n, "", dtype=object)
+    for i in np.flatnonzero(np.logical_or.reduce(list(used.values()))) if used and n else ():
+        out[i] = ", ".join(name for name, u in used.items() if u[i])
+    return out
 
 
 def per_file(extra: pd.DataFrame) -> pd.DataFrame:
