@@ -60,8 +60,7 @@ class RankSessionData:
         self.mounts = [M.Mount(p, t) for p, t in record["mounts"]] or M.current()
         self.files = files.assign(tier=tier_names(tiers_of(files["path"], self.mounts)), total_time=files["io_time"],
                                   path=files["path"].map(display_path),
-                                  how=K.how_of({name: files[col.lower()].to_numpy()
-                                                for name, col in K.MECHANISMS.items()}, len(files)))
+                                  how=K.how_of_table(files))
         self.job_metadata = record["metadata"]
         # the job's coverage card: every rank's buckets added up
         cov = self.ranks[list(COVERAGE)].dropna(subset=["counted_bytes", "kernel_bytes"])

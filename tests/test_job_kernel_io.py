@@ -5,6 +5,8 @@ table in the tab, while Darshan's own columns keep Darshan's counts."""
 import json
 import os
 import shutil
+import subprocess
+import sys
 import urllib.parse
 
 import numpy as np
@@ -68,6 +70,15 @@ def test_the_files_table_holds_each_files_kernel_side_bytes_summed_over_ranks(jo
     # no other file has any
     rest = files.drop(index=[data, copy])
     assert int(rest[["copy_bytes_read", "copy_bytes_written", "mmap_bytes"]].to_numpy().sum()) == 0
+    # and `tfdarshan analyze` names the two files
+    r = subprocess.run([sys.executable, "-m", "tfdarshan", "analyze", str(session_dir)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    at = lines.index("beyond Darshan's counters (kernel-side copies, mmap), summed over ranks: 2 files")
+    mib = f"{SIZE / 2**20:.1f} MiB"
+    assert lines[at + 1].startswith(f"  {data}: {mib} read, {mib} through mmap (estimate) by ")
+    assert lines[at + 2].startswith(f"  {copy}: {mib} written by ")
 
 
 def test_the_tab_shows_them_in_the_jobs_summary_and_file_table(job):

@@ -77,6 +77,11 @@ def how_read(extra: pd.DataFrame) -> pd.Series:
                      index=extra.index, dtype=object)
 
 
+def how_of_table(t: pd.DataFrame) -> np.ndarray:
+    """how_of() for a table with the step series' column names (the analysis tables')."""
+    return how_of({name: t[col.lower()].to_numpy() for name, col in MECHANISMS.items()}, len(t))
+
+
 def how_of(bytes_by_mechanism: Dict[str, np.ndarray], n: int) -> np.ndarray:
     """Per row, the mechanisms (MECHANISMS' names) with bytes, joined; "" for
     none. Only the rows that have some are joined in Python: a job's file

@@ -67,4 +67,20 @@ def run(args: argparse.Namespace) -> int:
     top = (moved if len(moved) else files).sort_values(["ranks", "bytes_read"]).tail(1)
     print(f"most shared file: {top['path'].iat[0]} ({int(top['ranks'].iat[0])} of {r['ranks']} ranks)"
           if len(top) else "no files", file=sys.stdout)
+    _print_kernel_files(files)
     return 0
+
+
+def _print_kernel_files(files) -> None:
+    """The files whose data also moved where Darshan's counters cannot see."""
+    import pandas as pd
+    from tfdarshan.capture import kernel_io as K
+    k = files[(files[["copy_bytes_read", "copy_bytes_written", "mmap_bytes"]] > 0).any(axis=1)]
+    if k.empty:
+        return
+    shaped = pd.DataFrame({"path": k["path"], "bytes_read": k["copy_bytes_read"] + k["mmap_bytes"],
+                           "bytes_written": k["copy_bytes_written"], "mmap_bytes": k["mmap_bytes"],
+                           "how": K.how_of_table(k)})
+    print(f"beyond Darshan's counters (kernel-side copies, mmap), summed over ranks: {len(k)} files")
+    for line in K.describe(shaped.sort_values(["bytes_read", "bytes_written"], ascending=False, kind="stable")):
+        print(f"  {line}")
