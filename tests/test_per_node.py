@@ -2,7 +2,12 @@
 multi-rank session a plan made only of files its ranks read, within the
 capacity, compares it with one replicated set, and writes a manifest with a
 part per node; `stage --node` copies only that node's part (ext4 ->
-/dev/shm). Real ranks run under host names of their own (UTS namespaces)."""
+/dev/shm). Real ranks run under host names of their own (UTS namespaces).
+
+Whether staging a file saves time is decided from times: the ranks' are
+retimed from their counts (a fixed cost of the disk), and /dev/shm is
+declared with a fixed cost, so no plan depends on the machine's load."""
+import dataclasses
 import json
 import os
 import pathlib
@@ -14,11 +19,15 @@ import tempfile
 import pytest
 
 import tfdarshan
-from rank_session import can_name_hosts, scaled_session
+from rank_session import Cost, can_name_hosts, scaled_session
+from tfdarshan.advice import tiers as T
 from tfdarshan.analysis.analyze import rank_logs
+from tfdarshan.capture import mounts as M
 
 HOSTS = ["node-a", "node-a", "node-b", "node-b"]
 CAPACITY = 1_500_000
+DISK = Cost(open=20e-6, request=50e-6, bandwidth=500e6)      # the ranks' reads, as uncached ones
+SHM = T.Tier("", fstype="tmpfs", open_latency=2e-6, stat_latency=1e-6, read_latency=5e-6, bandwidth=10e9)
 SCRIPT = """
 import json, os, sys, tfdarshan
 files = json.load(open(sys.argv[1]))[int(os.environ["SLURM_PROCID"])]
@@ -53,13 +62,9 @@ def session(tmp_path_factory):
             own[-1].write_bytes(os.urandom(150_000 + 50_000 * k))
         plans.append([str(shared), *map(str, own)])
     (root / "plans.json").write_text(json.dumps(plans))
-    return scaled_session(root, SCRIPT, [root / "plans.json"], len(HOSTS), 8, factor=lambda r: 1, hosts=HOSTS)
-
-
-@pytest.fixture
-def env(tmp_path):
-    return {**os.environ, "TFDARSHAN_TIERS": str(tmp_path / "tiers.json"),
-            "TFDARSHAN_STAGING_MAP": str(tmp_path / "map.json")}
+    cost = {M.mount_of(str(root), M.current()).point: DISK}
+    return scaled_session(root, SCRIPT, [root / "plans.json"], len(HOSTS), 8, factor=lambda r: 1, hosts=HOSTS,
+                          cost=cost, compute=0.02)
 
 
 @pytest.fixture
@@ -67,6 +72,13 @@ def fast():
     d = tempfile.mkdtemp(prefix="tfd-per-node-", dir="/dev/shm")
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def env(tmp_path, fast):
+    store = tmp_path / "tiers.json"          # the fast tier declared, never probed under the test's load
+    store.write_text(json.dumps([dataclasses.replace(SHM, path=fast).to_dict()]))
+    return {**os.environ, "TFDARSHAN_TIERS": str(store), "TFDARSHAN_STAGING_MAP": str(tmp_path / "map.json")}
 
 
 def read_by_host(session_dir):
