@@ -172,7 +172,7 @@ def _kernel_files(log: pathlib.Path):
     if isinstance(cov, dict) and cov.get("beyond_darshan_files") == 0:
         return None
     series = log.with_name(stem + ".step_files.parquet")
-    if not series.exists():
+    if not series.exists() or _all_zero(series, KERNEL_SUMS):
         return None
     try:
         files = read_series(series, ["record_id", *KERNEL_SUMS])
@@ -247,6 +247,24 @@ def _records(log: str) -> Tuple[Dict[str, np.ndarray], dict]:
         return {c: np.zeros(0, dtype={"id": np.uint64, "path": object, "io_time": np.float64}.get(c, np.int64))
                 for c in cols}, meta
     return {c: np.concatenate([p[c] for p in parts]) for c in cols}, meta
+
+
+def _all_zero(path: pathlib.Path, columns) -> bool:
+    """Whether a Parquet file's own statistics (its footer, not its data)
+    say that every one of `columns` it has is 0 in every row."""
+    import pyarrow
+    import pyarrow.parquet as pq
+    try:
+        md = pq.ParquetFile(path).metadata
+    except (pyarrow.ArrowException, OSError):
+        return False            # the reader that follows names the damage
+    names = md.schema.names
+    for g in range(md.num_row_groups):
+        for j in (names.index(c) for c in columns if c in names):
+            st = md.row_group(g).column(j).statistics
+            if st is None or not st.has_min_max or st.min != 0 or st.max != 0:
+                return False
+    return True
 
 
 def _coverage(log: pathlib.Path) -> Dict[str, float]:
