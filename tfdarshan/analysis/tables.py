@@ -161,7 +161,8 @@ def _with_kernel_files(rows: Dict[str, np.ndarray], log: pathlib.Path) -> Dict[s
 def _kernel_files(log: pathlib.Path):
     """(ids, paths, {column: sums}) of the files with kernel-side figures in
     the rank's step series, sorted by id; None when it has none. Its coverage
-    record says when there are none, so most ranks never open the series."""
+    record, or else the series' Parquet statistics, say when there are none,
+    so most ranks never read the series for them."""
     import json
     from tfdarshan.logs.series import read_series
     stem = log.name[: -len(".darshan")]
@@ -177,7 +178,7 @@ def _kernel_files(log: pathlib.Path):
     try:
         files = read_series(series, ["record_id", *KERNEL_SUMS])
     except TfdarshanError:
-        return None       # the rank's Darshan records still count; its steps say the series is damaged
+        return None       # a damaged series costs only these figures: the rank's Darshan records still count
     files = files[(files[list(KERNEL_SUMS)] != 0).any(axis=1)]
     if files.empty:
         return None
