@@ -356,6 +356,14 @@ def test_compare_checks_the_staged_copies_were_read(tmp_path):
         shutil.rmtree(fast, ignore_errors=True)
 
 
+def test_times_under_ten_microseconds_keep_a_decimal():
+    """The demo said a zero-byte read cost "about 0 µs each": a cached call
+    of 0.4 µs is not free."""
+    from tfdarshan.advice.file_table import human_time
+    assert [human_time(t) for t in (0.0, 0.44e-6, 3.25e-6, 9.4e-6, 12.4e-6, 250e-6, 2.5e-3)] == \
+        ["0 µs", "0.4 µs", "3.2 µs", "9.4 µs", "12 µs", "250 µs", "2.5 ms"]
+
+
 def test_html_report_shows_small_savings_in_their_unit(tmp_path):
     """A saving of a few hundred µs once printed as "0.000 s"."""
     from tfdarshan.advice import render

@@ -137,6 +137,8 @@ def human_time(s: float) -> str:
     if s is None or (isinstance(s, float) and np.isnan(s)):
         return "-"
     a = abs(s)
+    if 0 < a < 1e-5:                # a cached call: "0 µs" would say it costs nothing
+        return f"{s * 1e6:.1f} µs"
     if a < 1e-3:
         return f"{s * 1e6:.0f} µs"
     if a < 1:
