@@ -105,12 +105,13 @@ def pack_names(ids: np.ndarray, names: List[bytes]) -> Tuple[np.ndarray, np.ndar
     np.cumsum(sizes[:-1] + 9, out=starts[1:])
     blob = np.zeros(max(int(sizes.sum()) + 9 * len(names), 1), dtype=np.uint8)
     if len(names):
-        blob[starts[:, None] + np.arange(8)] = ids[order].astype("<u8").view(np.uint8).reshape(-1, 8)
-        text = np.frombuffer(b"".join(names), dtype=np.uint8)
-        # the k-th byte of all the names together goes k - (its name's offset among
-        # the names) + 8 past its record's start
-        name_offsets = np.cumsum(sizes) - sizes
-        blob[np.repeat(starts + 8 - name_offsets, sizes) + np.arange(len(text))] = text
+        id_bytes = starts[:, None] + np.arange(8)
+        blob[id_bytes] = ids[order].astype("<u8").view(np.uint8).reshape(-1, 8)
+        # the names fill every byte that is neither an id nor a name's NUL, in order
+        text = np.ones(len(blob), dtype=bool)
+        text[id_bytes] = False
+        text[starts + 8 + sizes] = False
+        blob[text] = np.frombuffer(b"".join(names), dtype=np.uint8)
     return blob, starts
 
 
