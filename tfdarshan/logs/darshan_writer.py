@@ -22,6 +22,7 @@ from tfdarshan.capture import mounts as M
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import DarshanLogError
 from tfdarshan.logs import log_stream
+from tfdarshan.logs.log_stream import JobRecord
 from tfdarshan.logs.darshan_format import (DXT_HEADER, EXE_LEN, HEATMAP_HEADER, HEATMAP_NAMES, MOD, PSEUDO_FS,
                                             SEGMENT, darshan_util_version, fs_bytes, pack_names, record_dtype)
 
@@ -45,21 +46,6 @@ def _mounts_for_log(meta: dict, mounts: Optional[Iterable[M.Mount]]) -> List[Tup
     pairs = {(m.point, m.fstype) for m in mounts if m.fstype not in PSEUDO_FS}
     # longest mount point first, as Darshan stores them, so a prefix match finds the most specific
     return sorted(pairs, key=lambda pt: (-len(pt[0]), pt[0]))
-
-
-@dataclasses.dataclass(frozen=True)
-class JobRecord:
-    """A log's job region as put_job, put_exe and put_mounts take it: the
-    job's fields, its metadata text, the command line and the mount table
-    (fstype, mount point) as bytes, cut to Darshan's buffers."""
-    uid: int
-    start: Tuple[int, int]          # seconds, nanoseconds
-    end: Tuple[int, int]
-    nprocs: int
-    jobid: int
-    metadata: bytes
-    exe: bytes
-    mounts: List[Tuple[bytes, bytes]]
 
 
 def _sec_nsec(t: float) -> Tuple[int, int]:

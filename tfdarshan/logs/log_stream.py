@@ -14,20 +14,18 @@ the library's writer as the tests' oracle."""
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import pathlib
 import struct
 import tempfile
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from zlib_ng import zlib_ng     # releases the GIL while it deflates: streams compress in parallel
 
 from tfdarshan.capture import _native
 from tfdarshan.errors import DarshanLogError
 from tfdarshan.logs.darshan_format import EXE_LEN, HEADER, LOG_VERSION, MAGIC, MOD, MOD_VER
-
-if TYPE_CHECKING:       # (darshan_writer writes through this module)
-    from tfdarshan.logs.darshan_writer import JobRecord
 
 # zlib level of the job log's streams. Level 1 deflates these records at
 # ~680 MB/s on one core here, level 6 (libdarshan-util's and Darshan's
@@ -41,6 +39,21 @@ _JOB = struct.Struct("<7q1024s")
 def deflate(raw: bytes, level: int = LEVEL) -> bytes:
     """One complete zlib stream of `raw`."""
     return zlib_ng.compress(raw, level)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobRecord:
+    """A log's job region as put_job, put_exe and put_mounts take it: the
+    job's fields, its metadata text, the command line and the mount table
+    (fstype, mount point) as bytes, cut to Darshan's buffers."""
+    uid: int
+    start: Tuple[int, int]          # seconds, nanoseconds
+    end: Tuple[int, int]
+    nprocs: int
+    jobid: int
+    metadata: bytes
+    exe: bytes
+    mounts: List[Tuple[bytes, bytes]]
 
 
 def job_region(rec: JobRecord) -> bytes:
