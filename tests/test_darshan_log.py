@@ -380,3 +380,30 @@ def test_drishti_reads_ours_as_libdarshan_utils(both_writers):
     got = report(ours)
     assert got == report(lib)
     assert any(re.search(r"PROCESSES\s+1\b", ln) for ln in got)
+
+
+def test_a_write_that_fails_leaves_no_file_and_says_why(tmp_path, traced_window):
+    """A log that cannot be written whole (here the file size limit, as a
+    full disk or a quota would) raises one clear error and leaves nothing
+    behind, neither the log nor its temporary file."""
+    whole = write_darshan_log(traced_window[0], tmp_path / "whole.darshan").stat().st_size
+    out = tmp_path / "cut"
+    out.mkdir()
+    code = textwrap.dedent(f"""
+        import resource, signal
+        from tfdarshan.errors import DarshanLogError
+        from tfdarshan.logs.darshan_log import read_darshan_log, write_darshan_log
+        snap = read_darshan_log({str(tmp_path / 'whole.darshan')!r})
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # past the limit: EFBIG, not a signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, ({whole // 2}, {whole // 2}))
+        try:
+            write_darshan_log(snap, {str(out / 'x.darshan')!r})
+        except DarshanLogError as e:
+            print(e)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    message = r.stdout.strip()
+    assert message.startswith(str(out / "x.darshan")) and "cannot write the log" in message, message
+    assert "\n" not in message
+    assert not list(out.iterdir())

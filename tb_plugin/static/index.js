@@ -221,8 +221,10 @@ function drawInView(Plotly, figs, boxes, stale, drawn) {
         return;
       }
       const i = order.shift();
+      const began = performance.now();
       try {
         await Plotly.newPlot(boxes[i], figs[i].data, figs[i].layout, {displaylogo: false});
+        (timings.plots = timings.plots || {})[boxes[i].id] = performance.now() - began;
       } catch (e) {
         near.disconnect();
         reject(e);

@@ -272,6 +272,9 @@ def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid:
                     writer.start(region)
                 writer.write(stream)
         return writer.close()
+    except OSError as e:            # a full disk, a quota: one clear line, no half-written file
+        writer.abandon()
+        raise DarshanLogError(f"{path}: cannot write the log ({e.strerror or e})") from None
     except BaseException:
         writer.abandon()
         raise
