@@ -5,7 +5,7 @@
 // set as text, never parsed as HTML. The page's other modules: util.js
 // (state, helpers), verdict.js (the lead), charts.js, table.js, ranks.js
 // (a many-rank session's rank views).
-import {bytes, el, get, loadPlotly, pct, rate, seconds, state} from './util.js';
+import {bytes, el, get, keepChartLibraryCompiled, loadPlotly, pct, rate, seconds, state} from './util.js';
 import {figures, followSizes} from './charts.js';
 import {verdictFigure, verdictLine} from './verdict.js';
 import {fileTable, showStep} from './table.js';
@@ -191,6 +191,7 @@ async function draw(body, ranked) {
   if (mine !== drawing) return;
   body.append(el('h2', {}, 'Files'), files);
   window.__tfdTimings.rendered = performance.now();
+  keepChartLibraryCompiled();
 }
 
 // Each plot drawn in a task of its own, so the first is on screen before
