@@ -204,14 +204,18 @@ const NEAR = '200px';
 function drawInView(Plotly, figs, boxes, stale, drawn) {
   const timings = window.__tfdTimings;
   const inView = (i) => boxes[i].getBoundingClientRect().top < window.innerHeight;
-  const order = boxes.map((b, i) => i).sort((a, b) => Number(inView(b)) - Number(inView(a)) || a - b);
-  let firstScreen = order.filter(inView).length;
+  const visible = new Set(boxes.map((b, i) => i).filter(inView));
+  const order = [...visible, ...boxes.map((b, i) => i).filter((i) => !visible.has(i))];
+  let firstScreen = visible.size;
   if (!firstScreen) timings.view = performance.now();
   return new Promise((resolve, reject) => {
+    // one scrolled near comes right after what is left of the first screen
     const near = new IntersectionObserver((entries) => {
       for (const e of entries) {
-        const at = order.indexOf(boxes.indexOf(e.target));
-        if (e.isIntersecting && at > 0) order.unshift(...order.splice(at, 1));     // scrolled to: next
+        const i = boxes.indexOf(e.target), at = order.indexOf(i);
+        if (!e.isIntersecting || at < 0 || visible.has(i)) continue;
+        order.splice(at, 1);
+        order.splice(order.filter((j) => visible.has(j)).length, 0, i);
       }
     }, {rootMargin: NEAR});
     boxes.forEach((b) => near.observe(b));
@@ -226,6 +230,7 @@ function drawInView(Plotly, figs, boxes, stale, drawn) {
       try {
         await Plotly.newPlot(boxes[i], figs[i].data, figs[i].layout, {displaylogo: false});
         (timings.plots = timings.plots || {})[boxes[i].id] = performance.now() - began;
+        (timings.order = timings.order || []).push(boxes[i].id);
       } catch (e) {
         near.disconnect();
         reject(e);
