@@ -39,6 +39,7 @@ from tfdarshan.cli import main
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs.darshan_format import HEADER
 from tfdarshan.logs.darshan_log import read_darshan_log
+from tfdarshan.logs.darshan_reader import read_job_record
 from tfdarshan.logs.series import STEP_COLUMNS
 from tfdarshan_tb.plugin import IOPlugin
 
@@ -151,15 +152,25 @@ def cli(argv) -> Outcome:
 
 
 def assert_refused_or_said(r: Outcome, command: str, victim: pathlib.Path, note):
-    """Exit 2 with one error line, or 0; a log it could not read is named."""
+    """Exit 2 with one error line, or 0; a rank log left out is named."""
     assert "Traceback" not in r.err, note
     assert r.code in (0, 2), note
     if r.code == 2:
         last = r.err.rstrip("\n").split("\n")[-1]
         assert last.startswith(f"tfdarshan {command}: error: "), note
-    elif RANK_LOG.fullmatch(victim.name) and command in ("analyze", "joblog", "recommend") and victim.exists() \
-            and not _readable(victim):
-        assert victim.name in r.err + r.out, f"{note}: an unreadable rank log was left out without a word"
+    elif RANK_LOG.fullmatch(victim.name) and victim.exists() and victim.name not in r.err + r.out:
+        # not named: then it was used. joblog and analyze read only the regions
+        # they need (a damaged heatmap does not stop them); recommend reads it whole
+        session = victim.parent
+        if command == "joblog":
+            (job,) = session.glob("*.job.darshan")
+            ranks = len([p for p in session.glob("*.darshan") if RANK_LOG.fullmatch(p.name)])
+            assert read_job_record(job)["metadata"]["ranks"] == str(ranks), f"{note}: left out without a word"
+        elif command == "analyze":
+            assert victim.name[: -len(".darshan")] in set(read_table(session, "ranks")["log"]), \
+                f"{note}: left out without a word"
+        elif command == "recommend":
+            assert _readable(victim), f"{note}: an unreadable rank log was left out without a word"
 
 
 def _readable(log: pathlib.Path) -> bool:
