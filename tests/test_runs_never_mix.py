@@ -264,6 +264,7 @@ def test_a_run_whose_ranks_have_finished_is_not_joined(root):
     # the re-run's rank 3, first to come, must not join them
     new_name = names()
     old = jobdir.job_directory(root, rank_of(0, 4), new_name)
+    (old / "vm_4242.darshan").write_text("x")       # a `--children` child's log: its rank still runs
     assert jobdir.job_directory(root, rank_of(1, 4), new_name) == old
     (old / ".tfdarshan-done.rank0").write_text("x")
     late = jobdir.job_directory(root, rank_of(3, 4), new_name)

@@ -42,7 +42,9 @@ from tfdarshan.capture.ranks import Rank
 
 JOBS = ".tfdarshan-jobs"
 JOIN_WINDOW = 600.0         # seconds: the ranks of one run start within this
-FINISHED = (".tfdarshan-done.rank*", "*.darshan")       # a rank of the session has finished
+# a rank of the session has finished: its done marker, or its log (not a
+# `--children` child's <host>_<pid>.darshan, which may end before its rank's peers start)
+FINISHED = (".tfdarshan-done.rank*", "*.rank*.darshan")
 
 
 def job_directory(profile_root: pathlib.Path, rank: Rank, new_name: Callable[[], str]) -> pathlib.Path:
