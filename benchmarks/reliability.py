@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import pathlib
 import re
 import subprocess
@@ -60,6 +61,11 @@ SCENARIOS = [
      ["test_hostile_input.py::test_route", "test_hostile_input.py::test_tab", "test_hostile_input.py::test_non",
       "test_tb_plugin.py::test_path", "test_tb_plugin.py::test_encoded", "test_tb_plugin.py::test_symlink",
       "test_tb_plugin.py::test_html"]),
+    ("faults", "damaged session files, fuzzed (hypothesis, TFDARSHAN_FUZZ_SCALE examples: 10 here, 1 in "
+               "make test): truncated, bit-flipped and length-lying rank, job and partial Darshan logs, live logs, "
+               "Parquet step series and analysis tables, JSON files, into joblog (150 examples), import (150), "
+               "analyze (50), recommend (40) and every tab route (60); a flipped page bit and damaged analysis "
+               "tables; real processes", ["test_fuzzed_sessions.py::"]),
     ("faults", "stager: changed, unreadable, vanishing sources; full or existing destinations",
      ["test_advisor.py::test_stage", "test_advisor.py::test_changed", "test_advisor.py::test_existing",
       "test_advisor.py::test_unreadable", "test_advisor.py::test_full"]),
@@ -71,7 +77,9 @@ def run_tests(files, extra) -> ET.Element:
         report = pathlib.Path(tmp) / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
                *[f"tests/{f}" for f in files], *extra]
-        subprocess.run(cmd, cwd=ROOT)
+        # the fuzzed session files at ten times the examples `make test` tries
+        subprocess.run(cmd, cwd=ROOT, env={**os.environ,
+                                           "TFDARSHAN_FUZZ_SCALE": os.environ.get("TFDARSHAN_FUZZ_SCALE", "10")})
         return ET.parse(report).getroot()
 
 

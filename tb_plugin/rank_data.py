@@ -8,16 +8,16 @@ import pathlib
 import re
 from typing import List, Tuple
 
-import pandas as pd
 
-from tfdarshan.analysis.analyze import ensure_tables, rank_logs, skipped_logs, tables_fresh
+from tfdarshan.analysis.analyze import (ensure_tables, rank_logs, read_table, skipped_logs, tables_fresh,
+                                         with_tables)
 from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan.logs.logdir import Session
 from tfdarshan.advice.file_table import tiers_of
 from tfdarshan.analysis.tables import COVERAGE
-from tfdarshan_tb.views import Progress, quiet, coverage_card, display_path, read_json, tier_names
+from tfdarshan_tb.views import Progress, quiet, coverage_card, display_path, stored_advice, tier_names
 
 RANK_STEM = re.compile(r"(.*)\.rank(\d+)")
 
@@ -47,15 +47,23 @@ class RankSessionData:
 
     def __init__(self, session: Session, progress: Progress = quiet):
         self.session = session
-        where = tables_dir(session, progress)
+        tables_dir(session, progress)
+        # a damaged table (truncated, a page failing its checksum, a column gone) is built again
+        with_tables(session.directory, lambda where: self._load(where, progress),
+                    rebuilt=lambda why: progress(f"an analysis table is unreadable ({why}); building them again "
+                                                 "from the rank logs"))
+
+    def _load(self, where: pathlib.Path, progress: Progress) -> None:
+        session = self.session
         progress("reading the analysis tables")
         files, self.ranks, self.steps, self.mounts_table = (
-            pd.read_parquet(where / t) for t in ("files", "ranks", "steps", "mounts"))
+            read_table(session.directory, t) for t in ("files", "ranks", "steps", "mounts"))
         progress(f"read {len(files)} files, {len(self.ranks)} ranks, {len(self.steps)} rank steps; naming tiers")
         # the logs the tables left out as unreadable ({"log", "reason"})
         self.skipped_logs = skipped_logs(session.directory)
         # one rank's mount table names the tiers (a job's ranks see the same mounts): a readable one's
-        first = session.directory / f"{self.ranks['log'].iat[0] if len(self.ranks) else session.hosts[0]}.darshan"
+        named = self.ranks["log"].iat[0] if len(self.ranks) else None
+        first = session.directory / f"{named if named in session.hosts else session.hosts[0]}.darshan"
         record = read_job_record(first)
         self.mounts = [M.Mount(p, t) for p, t in record["mounts"]] or M.current()
         self.files = files.assign(tier=tier_names(tiers_of(files["path"], self.mounts)), total_time=files["io_time"],
@@ -65,4 +73,4 @@ class RankSessionData:
         # the job's coverage card: every rank's buckets added up
         cov = self.ranks[list(COVERAGE)].dropna(subset=["counted_bytes", "kernel_bytes"])
         self.coverage = coverage_card([{k: v for k, v in r.items() if v == v} for r in cov.to_dict("records")])
-        self.advice = read_json(session.directory / "advice.json")
+        self.advice, self.advice_problem = stored_advice(session.directory / "advice.json")

@@ -9,7 +9,7 @@ import pathlib
 import re
 import shlex
 import tempfile
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -65,8 +65,7 @@ class SessionData:
         self.mounts = [M.Mount(p, t) for p, t in stored] or M.current()
         progress(f"read {len(self.steps)} step rows; building the file table")
         self.files = _file_table(self.snapshot, self.mounts)
-        advice = session.directory / "advice.json"
-        self.advice = read_json(advice)
+        self.advice, self.advice_problem = stored_advice(session.directory / "advice.json")
         coverage = [session.directory / f"{h}.coverage.json" for h in hosts]
         self.coverage = [c for c in (read_json(p) for p in coverage) if c]
         real = os.path.realpath(session.directory)
@@ -131,6 +130,29 @@ def read_json(path: pathlib.Path):
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+ADVICE_LISTS = ("selection", "left_out", "findings")
+
+
+def stored_advice(path: pathlib.Path) -> Tuple[Optional[Dict], Optional[str]]:
+    """(the advice `recommend` stored, None) when there is some of the shape
+    the page draws; (None, why) when the file is there but unreadable or of
+    another shape (damaged, hand-edited); (None, None) without one."""
+    if not os.path.lexists(path):
+        return None, None
+    try:
+        with open(path, encoding="utf-8") as f:
+            a = json.load(f)
+    except (OSError, ValueError) as e:
+        return None, f"advice.json is unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+    wrong = "not an object" if not isinstance(a, dict) else next(
+        (f"its {k} is not a list of objects" for k in ADVICE_LISTS
+         if k in a and not (isinstance(a[k], list) and all(isinstance(x, dict) for x in a[k]))), None) or next(
+        (f"its {k} is not text" for k in ("summary",) if k in a and not isinstance(a[k], str)), None) or (
+        "its plans have no report" if "plans" in a and not (isinstance(a["plans"], dict)
+                                                             and isinstance(a["plans"].get("report"), str)) else None)
+    return (None, f"advice.json is not advice: {wrong}") if wrong else (a, None)
 
 
 def display_path(p: str) -> str:
@@ -479,6 +501,8 @@ def advice(d: SessionData, target: Optional[str] = None) -> Dict:
     """The stored advice; without it, the command that makes it (target: the
     directory `recommend` should search for the session)."""
     out = {"available": d.advice is not None, "advice": d.advice}
+    if d.advice_problem:
+        out["problem"] = d.advice_problem        # the page says it, beside the command that makes it again
     if d.advice is None and target:
         out["command"] = recommend_command(target, d.session.name)
     return out

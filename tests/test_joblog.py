@@ -150,32 +150,26 @@ def test_no_rank_when_no_launcher_says_so(env):
 
 
 def test_ranks_agree_on_one_session_directory(tmp_path):
-    # 16 threads race to name the job's directory; each proposes its own name
+    root = tmp_path / "plugins" / "tfdarshan"
+    # the 16 ranks of a job race to name its directory; each proposes its own name
     got, names = [], iter(range(1000))
     barrier = threading.Barrier(16)
 
-    def rank():
+    def rank(r):
         barrier.wait()
-        got.append(jobdir.job_directory(tmp_path, "slurm-7.0", lambda: f"session{next(names)}"))
+        got.append(jobdir.job_directory(root, ranks.Rank(r, 16, "slurm-7.0", "SLURM_PROCID"),
+                                        lambda: f"session{next(names)}"))
 
-    threads = [threading.Thread(target=rank) for _ in range(16)]
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(16)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert len(got) == 16 and len(set(got)) == 1
-    # another job gets another directory; no temporary files are left
-    assert jobdir.job_directory(tmp_path, "slurm-8.0", lambda: "other") == tmp_path / "other"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".tfdarshan-job-slurm-7.0", ".tfdarshan-job-slurm-8.0"]
-
-
-def test_a_finished_jobs_marker_is_not_reused(tmp_path):
-    first = jobdir.job_directory(tmp_path, "world-abc", lambda: "old")
-    old = jobdir.marker_path(tmp_path, "world-abc")
-    stale = os.stat(old).st_mtime - jobdir.MARKER_MAX_AGE - 10
-    os.utime(old, (stale, stale))
-    assert first == tmp_path / "old"
-    assert jobdir.job_directory(tmp_path, "world-abc", lambda: "new") == tmp_path / "new"
+    # another job gets another directory; only the sessions are left in their root
+    other = jobdir.job_directory(root, ranks.Rank(0, 1, "slurm-8.0", "SLURM_PROCID"), lambda: "other")
+    assert other == root / "other"
+    assert sorted(p.name for p in root.iterdir()) == sorted([got[0].name, "other"])
 
 
 def test_writer_refuses_a_rank_past_nprocs(tmp_path):

@@ -371,7 +371,9 @@ function adviceSection(a) {
   const box = el('div', {id: 'tfd-advice', class: 'advice'});
   if (!a.available) {
     if (a.command) {
-      box.append(el('p', {class: 'muted'}, 'No staging advice for this session yet. To get it, run (with a directory ' +
+      const lead = a.problem ? `The stored staging advice cannot be shown: ${a.problem}. To make it again, run`
+                             : 'No staging advice for this session yet. To get it, run';
+      box.append(el('p', {class: 'muted', id: 'tfd-advice-note'}, lead + ' (with a directory ' +
           'on your fast storage for <path>):'), el('pre', {id: 'tfd-recommend'}, a.command));
     }
     return box;

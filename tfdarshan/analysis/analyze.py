@@ -23,9 +23,10 @@ import json
 import math
 import pathlib
 import shutil
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import pandas as pd
+import pyarrow
 
 from tfdarshan.analysis import file_tree, tables
 from tfdarshan.analysis.engine import engine
@@ -34,6 +35,7 @@ from tfdarshan.logs import live_log, skipping
 
 TABLES = ("files", "ranks", "steps", "mounts", "rank_mounts")
 SKIPPED = "skipped.json"        # the logs left out as unreadable, and why
+SCHEMA = "schema.json"          # each table's columns and their types, as written
 # the tables' layout: tables of another version are built again
 VERSION = "4"
 GROUPS = 32                     # about this many tasks read the logs (progress in as many steps)
@@ -102,6 +104,8 @@ def analyze(session_dir, *, scheduler: Optional[str] = None, out: Optional[pathl
         rank_mounts = pd.concat([m for m, _ in per_rank], ignore_index=True)
         _write(_per_mount(rank_mounts, pd.concat(counts)), tmp / "mounts" / "part.0.parquet")
         (tmp / SKIPPED).write_text(json.dumps(skipped))
+        (tmp / SCHEMA).write_text(json.dumps({name: _columns(next((tmp / name).glob("*.parquet")))
+                                              for name in TABLES}))
         (tmp / "VERSION").write_text(VERSION)
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)                     # a reader never sees half the tables
@@ -177,26 +181,36 @@ def _write(frame: pd.DataFrame, path: pathlib.Path) -> None:
     """One part of a table; text as Arrow strings, so that every part (an
     empty one too) has the same schema."""
     text = {c: "string[pyarrow]" for c in frame.columns if pd.api.types.is_string_dtype(frame[c].dtype)}
-    frame.astype(text).to_parquet(path, index=False)
+    frame.astype(text).to_parquet(path, index=False, write_page_checksum=True)
 
 
 def skipped_logs(session_dir) -> List[Dict[str, str]]:
-    """The logs the session's analysis left out ({"log", "reason"})."""
+    """The logs the session's analysis left out ({"log", "reason"}); [] when
+    the list cannot be read (tables_fresh() then has them rebuilt)."""
+    found = _skipped(pathlib.Path(session_dir) / "analysis" / SKIPPED)
+    return [] if found is None else found
+
+
+def _skipped(path: pathlib.Path) -> Optional[List[Dict[str, str]]]:
     try:
-        return json.loads((pathlib.Path(session_dir) / "analysis" / SKIPPED).read_text())
+        found = json.loads(path.read_text())
     except (OSError, ValueError):
-        return []
+        return None
+    ok = isinstance(found, list) and all(isinstance(s, dict) and isinstance(s.get("log"), str)
+                                         and isinstance(s.get("reason"), str) for s in found)
+    return found if ok else None
 
 
 def tables_fresh(session_dir) -> bool:
     """Whether <session>/analysis holds every table, of this version, newer
-    than the newest rank log."""
+    than the newest rank log, with a list of the logs it left out."""
     d = pathlib.Path(session_dir) / "analysis"
     newest = max((p.stat().st_mtime for p in rank_logs(session_dir)), default=0.0)
     try:
-        return all((d / n).exists() for n in (*TABLES, SKIPPED)) and d.stat().st_mtime >= newest \
-            and (d / "VERSION").read_text() == VERSION
-    except OSError:
+        return all((d / n).exists() for n in TABLES) and d.stat().st_mtime >= newest \
+            and (d / "VERSION").read_text() == VERSION and _skipped(d / SKIPPED) is not None \
+            and isinstance(json.loads((d / SCHEMA).read_text()), dict)
+    except (OSError, ValueError):
         return False
 
 
@@ -208,13 +222,64 @@ def ensure_tables(session_dir, *, scheduler: Optional[str] = None) -> pathlib.Pa
     return pathlib.Path(session_dir) / "analysis"
 
 
+# what a damaged table raises when read or used: pyarrow's errors (OSError,
+# ValueError), a column gone or renamed (KeyError), of another type (TypeError)
+DAMAGE = (pyarrow.ArrowException, OSError, ValueError, KeyError, TypeError, IndexError)
+T = TypeVar("T")
+
+
+def with_tables(session_dir, use: Callable[[pathlib.Path], T], *, scheduler: Optional[str] = None,
+                rebuilt: Callable[[str], None] = lambda reason: None) -> T:
+    """use(<session>/analysis), the tables built first when missing or stale.
+    The tables are derived (the rank logs are the record): when use() fails
+    on them (a table truncated, a flipped bit its page checksum catches, a
+    column gone), they are built again from the rank logs, rebuilt(reason)
+    is told, and use() runs once more; TfdarshanError if it fails again."""
+    where = ensure_tables(session_dir, scheduler=scheduler)
+    try:
+        return use(where)
+    except DAMAGE as e:
+        reason = _first_line(e)
+    rebuilt(reason)
+    analyze(session_dir, scheduler=scheduler)
+    try:
+        return use(where)
+    except DAMAGE as e:
+        raise TfdarshanError(f"{where}: the analysis tables are unreadable, even rebuilt ({_first_line(e)})") \
+            from None
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 def tables_of(session_dir, *, scheduler: Optional[str] = None) -> Dict[str, pd.DataFrame]:
     """The per-file, per-rank and per-mount tables (not the larger step
-    table), built first when absent or stale."""
-    ensure_tables(session_dir, scheduler=scheduler)
-    return {n: read_table(session_dir, n) for n in TABLES if n != "steps"}
+    table), built first when absent or stale, again when damaged."""
+    return with_tables(session_dir, lambda d: {n: read_table(d.parent, n) for n in TABLES if n != "steps"},
+                       scheduler=scheduler)
 
 
 def read_table(session_dir, name: str) -> pd.DataFrame:
-    """One analysis table, whole (they are small: per file, rank, mount)."""
-    return pd.read_parquet(pathlib.Path(session_dir) / "analysis" / name)
+    """One analysis table, whole (they are small: per file, rank, mount),
+    checked: each part's pages against their checksums, its columns against
+    those written (ValueError). Parts are read one by one: a dataset would
+    take its columns from the first part and fill a damaged one's with nulls."""
+    import pyarrow.parquet as pq
+    d = pathlib.Path(session_dir) / "analysis"
+    want = json.loads((d / SCHEMA).read_text()).get(name)
+    parts = []
+    for part in sorted((d / name).glob("*.parquet")):
+        t = pq.read_table(part, page_checksum_verification=True)
+        if [[f.name, str(f.type)] for f in t.schema] != want:
+            raise ValueError(f"{part.name} of the {name} table: not the columns the analysis wrote")
+        parts.append(t)
+    if not parts:
+        raise ValueError(f"the {name} table has no parts")
+    return pyarrow.concat_tables(parts).to_pandas()
+
+
+def _columns(part: pathlib.Path) -> List[List[str]]:
+    import pyarrow.parquet as pq
+    return [[f.name, str(f.type)] for f in pq.read_schema(part)]

@@ -1,9 +1,12 @@
-"""Darshan's counter names (read from PyDarshan's own tables) and how each
-one is computed from the shim's rows and combined over a window."""
+"""Darshan's counter names (read from libdarshan-util's own tables) and how
+each one is computed from the shim's rows and combined over a window."""
 from __future__ import annotations
 
 import functools
-from typing import Dict, List
+import glob
+import importlib.util
+import pathlib
+from typing import Dict, List, Optional
 
 import numpy as np
 import pandas as pd
@@ -29,9 +32,51 @@ _DURATIONS = {"F_READ_TIME": "T_READ", "F_WRITE_TIME": "T_WRITE", "F_META_TIME":
 
 @functools.lru_cache(maxsize=None)
 def names(module: str) -> tuple:
-    """(integer counter names, float counter names) in PyDarshan's order."""
-    from darshan.backend.cffi_backend import counter_names, fcounter_names
-    return tuple(counter_names(module)), tuple(fcounter_names(module))
+    """(integer counter names, float counter names) in PyDarshan's order:
+    libdarshan-util's `<module>_counter_names` arrays, up to their
+    <MODULE>_NUM_INDICES end mark.
+
+    Read through a binding of our own, not PyDarshan's backend: importing
+    that changes the process's working directory while it loads the library
+    (darshan.discover_darshan.find_utils), and a profiled program's threads
+    opening relative paths at that moment (the flight recorder's first dump
+    runs beside the training) would not find their files."""
+    ffi, lib = _darshan_util()
+    out = []
+    for f in ("", "f_"):
+        array, end = getattr(lib, f"{module.lower()}_{f}counter_names"), f"{module}_{f.upper()}NUM_INDICES"
+        got = []
+        while True:
+            name = ffi.string(array[len(got)]).decode()
+            if name == end:
+                break
+            got.append(name)
+        out.append(tuple(got))
+    return tuple(out)
+
+
+def darshan_util_path() -> Optional[str]:
+    """The libdarshan-util the installed `darshan` package ships, found
+    without importing the package (its import loads PyDarshan's backend,
+    which changes the working directory: see names()); None without one."""
+    spec = importlib.util.find_spec("darshan")
+    if spec is None or not spec.origin:
+        return None
+    found = sorted(glob.glob(str(pathlib.Path(spec.origin).resolve().parent.parent / "darshan.libs" /
+                                 "libdarshan-util*.so*")))
+    return found[0] if found else None
+
+
+@functools.lru_cache(maxsize=None)
+def _darshan_util():
+    """(ffi, lib) for libdarshan-util's counter-name tables."""
+    import cffi
+    path = darshan_util_path()
+    if path is None:
+        raise ImportError("libdarshan-util not found next to the darshan package")
+    ffi = cffi.FFI()
+    ffi.cdef("".join(f"extern char *{m.lower()}_{f}counter_names[];" for m in MODULES for f in ("", "f_")))
+    return ffi, ffi.dlopen(path)
 
 
 def base(name: str) -> str:

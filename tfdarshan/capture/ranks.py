@@ -20,6 +20,11 @@ class Rank:
     size: int
     job: str          # identifies the job's processes to each other; file-name safe
     launcher: str     # where rank and size came from
+    # the launcher names each run afresh (a re-run gets another `job`), so a
+    # rank that comes late still joins its run; False where re-runs share the
+    # name (TF_CONFIG, torchrun's default rendezvous): logs/jobdir.py then also
+    # judges by time and by whether the run's ranks have finished
+    per_run: bool = True
 
     @property
     def stem_suffix(self) -> str:
@@ -40,9 +45,17 @@ def _digest(*parts: str) -> str:
     return hashlib.sha1("\0".join(parts).encode()).hexdigest()[:12]
 
 
+def _requeued(env: Mapping[str, str]) -> str:
+    """Slurm keeps a requeued job's id and numbers its steps from 0 again;
+    SLURM_RESTART_COUNT tells the attempts apart."""
+    n = _int(env, "SLURM_RESTART_COUNT")
+    return f".r{n}" if n else ""
+
+
 def _tf_config(env: Mapping[str, str]) -> Optional[Rank]:
     """TF_CONFIG's task: its global rank is its position among all tasks,
-    in the cluster spec's order (chief first, then workers)."""
+    in the cluster spec's order (chief first, then workers). Nothing in it
+    changes between runs: every re-run has the same job name."""
     try:
         cfg = json.loads(env.get("TF_CONFIG", ""))
         cluster, task = cfg["cluster"], cfg["task"]
@@ -57,7 +70,7 @@ def _tf_config(env: Mapping[str, str]) -> Optional[Rank]:
     if rank is None or not 0 <= rank < size:
         return None
     spec = json.dumps(cluster, sort_keys=True)
-    return Rank(rank, size, f"tfconfig-{_digest(spec)}", "TF_CONFIG")
+    return Rank(rank, size, f"tfconfig-{_digest(spec)}", "TF_CONFIG", per_run=False)
 
 
 def detect(env: Optional[Mapping[str, str]] = None) -> Optional[Rank]:
@@ -67,33 +80,43 @@ def detect(env: Optional[Mapping[str, str]] = None) -> Optional[Rank]:
     return found if found and 0 <= found.rank < found.size else None
 
 
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _detect(env: Mapping[str, str]) -> Optional[Rank]:
-    # Open MPI's mpirun (and its PMIx namespace, unique per job)
+    # Open MPI's mpirun: its job id (PMIx namespace) is made from mpirun's pid,
+    # and the transport key it gives every rank is random per run
     rank, size = _int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_SIZE")
     if rank is not None and size:
         job = env.get("OMPI_MCA_ess_base_jobid") or env.get("PMIX_NAMESPACE") or ""
-        return Rank(rank, size, f"ompi-{_safe(job)}" if job else "ompi", "OMPI_COMM_WORLD_RANK")
-    # PMIx and PMI launchers (MPICH's Hydra, Intel MPI, srun --mpi=pmix)
+        key = env.get("OMPI_MCA_orte_precondition_transports", "")
+        name = "-".join(filter(None, ["ompi", _safe(job), _digest(key)[:8] if key else ""]))
+        return Rank(rank, size, name, "OMPI_COMM_WORLD_RANK")
+    # PMIx and PMI launchers (MPICH's Hydra, Intel MPI, srun --mpi=pmix: slurm.pmix.<job>.<step>)
     rank = _int(env, "PMIX_RANK")
     size = _int(env, "PMIX_SIZE") or _int(env, "PMI_SIZE") or _int(env, "SLURM_NTASKS")
     if rank is not None and size:
         job = env.get("PMIX_NAMESPACE", "")
-        return Rank(rank, size, f"pmix-{_safe(job)}" if job else "pmix", "PMIX_RANK")
+        return Rank(rank, size, (f"pmix-{_safe(job)}" if job else "pmix") + _requeued(env), "PMIX_RANK")
     rank, size = _int(env, "PMI_RANK"), _int(env, "PMI_SIZE")
     if rank is not None and size:
         job = env.get("PMI_KVSNAME") or env.get("PMI_JOBID") or env.get("SLURM_JOB_ID") or ""
-        return Rank(rank, size, f"pmi-{_safe(job)}" if job else "pmi", "PMI_RANK")
-    # Slurm's srun: one task per process
+        return Rank(rank, size, (f"pmi-{_safe(job)}" if job else "pmi") + _requeued(env), "PMI_RANK")
+    # Slurm's srun: one task per process; every srun is a step of its own
     rank, size = _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS") or _int(env, "SLURM_NPROCS")
     if rank is not None and size:
-        job = env.get("SLURM_JOB_ID", "")
-        step = env.get("SLURM_STEP_ID", "")
+        job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID", "")
+        step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID", "")
         ident = f"{job}.{step}" if step else job
-        return Rank(rank, size, f"slurm-{_safe(ident)}" if ident else "slurm", "SLURM_PROCID")
-    # torchrun-style launchers
+        return Rank(rank, size, (f"slurm-{_safe(ident)}" if ident else "slurm") + _requeued(env), "SLURM_PROCID")
+    # torchrun-style launchers. torchrun's run id is a fresh UUID with
+    # --standalone (and a single node by default), else what --rdzv-id says:
+    # "none" unless given, on every run, as MASTER_PORT is with a static rendezvous
     rank, size = _int(env, "RANK"), _int(env, "WORLD_SIZE")
     if rank is not None and size:
-        ident = env.get("TORCHELASTIC_RUN_ID") or \
-            _digest(env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", ""), str(size))
-        return Rank(rank, size, f"world-{_safe(ident)}", "RANK")
+        run_id = env.get("TORCHELASTIC_RUN_ID", "")
+        where = _digest(env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", ""), str(size))
+        restart = _int(env, "TORCHELASTIC_RESTART_COUNT")
+        name = "-".join(filter(None, ["world", _safe(run_id)[:40], where])) + (f".r{restart}" if restart else "")
+        return Rank(rank, size, name, "RANK", per_run=bool(_UUID.fullmatch(run_id)))
     return _tf_config(env)

@@ -2,9 +2,7 @@
 the `darshan` wheel) through cffi."""
 from __future__ import annotations
 
-import glob
 import operator
-import pathlib
 import struct
 from typing import List, Optional, Tuple
 
@@ -157,12 +155,12 @@ _lib = None
 
 
 def library_path() -> str:
-    """libdarshan-util as shipped in the installed `darshan` package."""
-    import darshan
-    pkg = pathlib.Path(darshan.__file__).resolve().parent
-    found = sorted(glob.glob(str(pkg.parent / "darshan.libs" / "libdarshan-util*.so*")))
+    """libdarshan-util as shipped in the installed `darshan` package (found
+    without importing it: a log written beside a training must not move the
+    process's working directory, as PyDarshan's import does)."""
+    found = C.darshan_util_path()
     if found:
-        return found[0]
+        return found
     from darshan.discover_darshan import find_utils  # a darshan-util installed elsewhere
     lib = find_utils(ffi, None)
     raise DarshanLogError(f"libdarshan-util not found next to the darshan package ({lib!r})")

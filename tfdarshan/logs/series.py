@@ -36,18 +36,21 @@ FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
 
 
 def write_parquet(df: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
+    """Written with a CRC a page, which read_parquet checks: a flipped bit in
+    a step's numbers is an unreadable series, not a wrong figure."""
     tmp = path.with_name(f".{path.name}.tmp")
     # paths may hold surrogate escapes (non-UTF-8 names): store them as bytes
     df = df.copy()
     if "path" in df:
         df["path"] = [os.fsencode(p) for p in df["path"]]
-    df.to_parquet(tmp, index=False)
+    df.to_parquet(tmp, index=False, write_page_checksum=True)
     os.replace(tmp, path)
     return path
 
 
 def read_parquet(path) -> pd.DataFrame:
-    df = pd.read_parquet(path)
+    """(pages written without a CRC, by older versions, are read unchecked)"""
+    df = pd.read_parquet(path, page_checksum_verification=True)
     if "path" in df:
         df["path"] = pd.Series([os.fsdecode(p) for p in df["path"]], dtype=object)
     return df

@@ -9,6 +9,16 @@ no XPlane) when
   - the process gets SIGUSR2;
   - Python asks (`FlightRecorder.dump()`).
 
+A step is judged net of the recorder's own work: a dump (cutting the ring,
+writing the log and tables) takes the GIL and a core for 0.1-0.5 s, which
+stalls the training step it lands in, so the time a dump was under way
+during a step is taken out of the step's time before it is compared (at
+most what the dump can have cost it: a step found slow that way is slow by
+itself), and such a step is left out of the median. The collects the
+recorder makes at a step's end are left out of the next step's time too.
+The last judgments are kept (`judgments`: step, time, the dump time taken
+out, the median, slow or not).
+
 Automatic dumps (slow steps) are rate-limited: at most one every `min_gap`
 seconds and `max_dumps` in all, so a sick job does not fill the disk; the
 triggers left out are counted and named in the next dump. An operator's
@@ -27,6 +37,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import logging
 import os
 import pathlib
@@ -36,7 +47,7 @@ import statistics
 import sys
 import threading
 import time
-from typing import Deque, Dict, List, Optional
+from typing import Deque, Dict, List, NamedTuple, Optional
 
 import numpy as np
 
@@ -56,6 +67,15 @@ POLL = 0.25                # how often the writer looks for a signal that came i
 # tables (0.1-0.5 s of one core), so a signal storm costs at most about half
 # a core; dumps closer than this would cover nearly the same seconds
 OPERATOR_GAP = 1.0
+
+
+class Judgment(NamedTuple):
+    """One step compared against the median: slow when seconds - own > slow_factor x median."""
+    step: int
+    seconds: float          # from its begin (else the last step's end) to its end
+    own: float              # of which a dump of the recorder's was under way
+    median: float
+    slow: bool
 
 
 class FlightRecorder:
@@ -79,6 +99,12 @@ class FlightRecorder:
         self._steps: Deque[tuple] = collections.deque()     # (step, start, end) ticks, recent
         self._begun: Dict[int, int] = {}
         self._last_end: Optional[int] = None
+        self._judge_from: Optional[int] = None      # the last step's end, after the recorder's work there
+        # the recorder's own work: [start, end] ticks of dumps being cut or written
+        # (any thread; end None while under way), kept until no step to judge can overlap them
+        self._work: List[list] = []
+        self._pending = 0               # slow steps' requests not yet written
+        self.judgments: Deque[Judgment] = collections.deque(maxlen=MEDIAN_OF)
         self._last_dump_at: Optional[float] = None
         self._auto_dumps = 0
         self._lock = threading.Lock()
@@ -140,7 +166,49 @@ class FlightRecorder:
 
     def stats(self) -> dict:
         return {**self.ring.stats(), "dumps": [str(d) for d in self.dumps],
-                "suppressed": dict(self.suppressed)}
+                "suppressed": dict(self.suppressed), "signals": self._signals,
+                "dumping": self._dumping(), "steps_judged": len(self.judgments)}
+
+    def busy(self) -> bool:
+        """Whether a dump is being cut or written, or waits for the writer
+        (a slow step's request, a signal not yet served)."""
+        with self._lock:
+            return any(w[1] is None for w in self._work) or self._pending > 0 or \
+                self._signals != self._signals_served
+
+    def _dumping(self) -> int:
+        """Dumps being cut or written now."""
+        with self._lock:
+            return sum(w[1] is None for w in self._work)
+
+    @contextlib.contextmanager
+    def _own_work(self):
+        """Marks the recorder's own work (a dump): taken out of the steps it overlaps."""
+        span = [_native.now_ticks(), None]
+        with self._lock:
+            # (spans a step can no longer overlap go at each step's end; without steps, here)
+            horizon = span[0] - int(self.ring.seconds * self._hz)
+            self._work = [w for w in self._work if w[1] is None or w[1] >= horizon]
+            self._work.append(span)
+        try:
+            yield
+        finally:
+            with self._lock:
+                span[1] = _native.now_ticks()
+
+    def _work_within(self, start: int, end: int) -> int:
+        """Ticks of [start, end] during which a dump was under way (the
+        union of the spans), and forget the spans that ended before `end`."""
+        with self._lock:
+            spans = sorted((max(a, start), min(end if b is None else b, end)) for a, b in self._work)
+            self._work = [w for w in self._work if w[1] is None or w[1] >= end]
+        total, reach = 0, start
+        for a, b in spans:
+            a = max(a, reach)
+            if b > a:
+                total += b - a
+                reach = b
+        return total
 
     # -------------------------------------------------------------- steps
     def _on_step(self, event: str, step: int) -> None:
@@ -151,25 +219,31 @@ class FlightRecorder:
         began = self._begun.pop(step, None)
         start = self._last_end if self._last_end is not None else began
         self._last_end = now
-        ref = began if began is not None else start
+        # without a begin marker, a step runs from the last one's end, after
+        # what the recorder did there (a collect, a slow step's cut)
+        ref = began if began is not None else self._judge_from if self._judge_from is not None else start
         duration = (now - ref) / self._hz if ref is not None else 0.0
         with self._lock:
             self._steps.append((step, start if start is not None else now, now))
             horizon = now - int(self.ring.seconds * self._hz)
             while self._steps and self._steps[0][2] < horizon:
                 self._steps.popleft()
+        own = self._work_within(ref, now) / self._hz if ref is not None else 0.0
+        net = duration - own
         slow = None
         if len(self._durations) >= self.warmup_steps:
             median = statistics.median(self._durations)
-            if median > 0 and duration > self.slow_factor * median:
-                slow = median
-        self._durations.append(duration)
+            slow = median if median > 0 and net > self.slow_factor * median else None
+            self.judgments.append(Judgment(step, duration, own, median, slow is not None))
+        if not own:
+            self._durations.append(duration)    # (a step a dump stalled would skew the median)
         if slow is not None:
-            self._trigger(SLOW_STEP, f"step {step} took {_seconds(duration)}, "
-                          f"{duration / slow:.1f}\u00d7 the median ({_seconds(slow)})",
+            took = f"took {_seconds(duration)}" + (f" ({_seconds(net)} net of the recorder's dump)" if own else "")
+            self._trigger(SLOW_STEP, f"step {step} {took}, {net / slow:.1f}\u00d7 the median ({_seconds(slow)})",
                           start=began if began is not None else start, step=step)
         elif (now - (self.ring._last_end or 0)) / self._hz >= self.ring.effective_interval:
             RECORDER.collect()          # step ends as interval boundaries, at most one per interval
+        self._judge_from = _native.now_ticks()
 
     # ------------------------------------------------------------ triggers
     def _on_sigusr2(self, signum, frame) -> None:
@@ -200,12 +274,16 @@ class FlightRecorder:
         with RECORDER._lock:
             RECORDER.collect()          # the window ends here, on an interval boundary
             end = self.ring._last_end
+        with self._lock:
+            self._pending += 1
         self._requests.put((kind, reason, start, end, step))
 
     def dump(self, reason: str = "asked from Python") -> Optional[pathlib.Path]:
         """Write the last `seconds` now (within OPERATOR_GAP of the previous
         operator dump: once the gap has passed); the session directory."""
-        return self._write(ON_DEMAND, reason, None, self._operator_cut(), None)
+        end = self._operator_cut()
+        with self._own_work():
+            return self._write(ON_DEMAND, reason, None, end, None)
 
     def _operator_cut(self) -> int:
         """Wait out the operator gap, then close an interval: the dump's end."""
@@ -214,7 +292,7 @@ class FlightRecorder:
                 wait = OPERATOR_GAP - (time.monotonic() - self._last_operator_at)
                 if wait > 0:
                     time.sleep(wait)
-            with RECORDER._lock:
+            with self._own_work(), RECORDER._lock:
                 RECORDER.collect()
                 end = self.ring._last_end
             self._last_operator_at = time.monotonic()
@@ -225,9 +303,12 @@ class FlightRecorder:
         if seen == self._signals_served:
             return
         end = self._operator_cut()       # covers every signal counted in `seen`
-        merged, self._signals_served = seen - self._signals_served, seen
+        merged = seen - self._signals_served
         reason = f"SIGUSR2 received by pid {os.getpid()}" + (f" ({merged} signals, one dump)" if merged > 1 else "")
-        self._safely(SIGNAL, reason, None, end, None)
+        try:
+            self._safely(SIGNAL, reason, None, end, None)
+        finally:
+            self._signals_served = seen     # (once written: busy() until then)
 
     def _write_loop(self) -> None:
         while True:
@@ -239,11 +320,16 @@ class FlightRecorder:
             if req is None:
                 return
             if req:
-                self._safely(*req)
+                try:
+                    self._safely(*req)
+                finally:
+                    with self._lock:
+                        self._pending -= 1
 
     def _safely(self, kind: str, *req) -> None:
         try:
-            self._write(kind, *req)
+            with self._own_work():      # (what the dump frees on its way out included)
+                self._write(kind, *req)
         except Exception as e:          # noqa: BLE001 - the job goes on without its dump
             print(f"tfdarshan: the flight recorder could not write a dump ({kind}): "
                   f"{str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)

@@ -41,9 +41,10 @@ class WholeRun:
         if run_dir:
             self.run_dir = pathlib.Path(run_dir)
         elif self.rank:
-            self.run_dir = jobdir.job_directory(profile_root, self.rank.job, session_mod.run_directory_name)
+            # one session a run, shared by its ranks (logs/jobdir.py)
+            self.run_dir = jobdir.job_directory(profile_root, self.rank, session_mod.run_directory_name)
         else:
-            self.run_dir = profile_root / session_mod.run_directory_name()
+            self.run_dir = jobdir.new_session_directory(profile_root, session_mod.run_directory_name)
         self.session = None
         self.live = None
         self.pid = os.getpid()
