@@ -11,6 +11,7 @@ from typing import Dict, Optional
 import numpy as np
 import pandas as pd
 
+from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
 from tfdarshan.logs import input_wait
 from tfdarshan_tb import views
@@ -55,7 +56,7 @@ def summary(d: RankSessionData) -> Dict:
            "setup_bytes": int(r["setup_bytes"].sum()),
            "folded_files": 0, "trace_dropped": 0,
            # beyond Darshan's counters, as a one-process session shows them
-           "copy_bytes": int(d.files["copy_bytes_read"].sum() + d.files["copy_bytes_written"].sum()),
+           "copy_bytes": K.copied_bytes_of_table(d.files),      # each copy once
            "mmap_bytes": int(d.files["mmap_bytes"].sum())}
     out = {k: views._clean(v) for k, v in out.items()}
     out["input_label"] = views.input_label(len(r)).replace("processes", "ranks")

@@ -229,7 +229,7 @@ def summary(d: SessionData) -> Dict:
     # beyond Darshan's counters (kernel_io.py): totals, and the files, named with how they were read
     beyond = K.per_file(snap.extra)
     e = snap.extra
-    out.update(copy_bytes=int(e["COPY_BYTES_READ"].sum() + e["COPY_BYTES_WRITTEN"].sum()) if len(e) else 0,
+    out.update(copy_bytes=K.copied_bytes(e),           # each copy once, though it is on both its files' rows
                mmap_bytes=int(e["MMAP_BYTES"].sum()) if len(e) else 0,
                kernel_io_files=[{"path": display_path(r.path), "how": r.how} for r in beyond.head(20).itertuples()])
     out = {k: _clean(v) for k, v in out.items()}
@@ -387,8 +387,8 @@ def steps(d: SessionData, width: Optional[int] = None) -> Dict:
         start=("start", "min"), end=("end", "max"), bytes_read=("bytes_read", "sum"),
         bytes_written=("bytes_written", "sum"), reads=("reads", "sum"), writes=("writes", "sum"),
         read_time=("read_time", "sum"), write_time=("write_time", "sum"), meta_time=("meta_time", "sum"),
-        files=("files", "sum"), cut=(CUT_COLUMN, "any"), copy_bytes_read=("copy_bytes_read", "sum"),
-        copy_bytes_written=("copy_bytes_written", "sum"), mmap_bytes=("mmap_bytes", "sum"))
+        files=("files", "sum"), cut=(CUT_COLUMN, "any"), mmap_bytes=("mmap_bytes", "sum"),
+        **{c: (c, "sum") for c in K.STEP_COPY_COLUMNS})
     io = st["read_time"] + st["write_time"]
     bw = np.where(io > 0, (st["bytes_read"] + st["bytes_written"]) / io.where(io > 0, 1), np.nan)
     out = {"steps": st["step"].tolist(), "duration": (st["end"] - st["start"]).tolist(),
@@ -398,7 +398,7 @@ def steps(d: SessionData, width: Optional[int] = None) -> Dict:
            "ops": (st["reads"] + st["writes"]).tolist(), "io_time": io.tolist(),
            "meta_time": st["meta_time"].tolist(), "bandwidth": [_clean(v) for v in bw], "mounts": {},
            # beyond Darshan's counters: what kernel-side copies moved, what mappings brought in (an estimate)
-           "copy_bytes": (st["copy_bytes_read"] + st["copy_bytes_written"]).tolist(),
+           "copy_bytes": st[list(K.STEP_COPY_COLUMNS)].sum(axis=1).astype(np.int64).tolist(),
            "mmap_bytes": st["mmap_bytes"].tolist()}
     sf = d.step_files
     if not sf.empty:

@@ -22,7 +22,12 @@ TIME_FIELDS = ("read_time", "write_time", "meta_time", *K.SERIES_TIME_FIELDS)
 # series written before these columns existed read them as zero
 OPTIONAL_FIELDS = tuple(K.SERIES)
 
-STEP_COLUMNS = ["step", "start", "end", "files", *FIELDS]
+# a step's totals: the per-file fields summed, except that a copy between two
+# recorded files is on both their rows, so its mechanism's bytes are summed
+# from the fields that hold each copy once (kernel_io.ONCE), which are not
+# columns of their own there
+STEP_FIELDS = [c for c in FIELDS if c not in K.SERIES_ONCE.values()]
+STEP_COLUMNS = ["step", "start", "end", "files", *STEP_FIELDS]
 # step labels that are not training steps: a window without step markers is
 # one entry; a window with them has its set-up (before the first step
 # began) and its wind-down (after the last step ended) apart
@@ -33,6 +38,12 @@ NOT_STEPS = {WINDOW_STEP: "the window (no step markers)", SETUP_STEP: "set-up, b
 # duration may include profiler shutdown
 CUT_COLUMN = "cut_by_window_end"
 FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
+
+
+def step_totals(sums) -> dict:
+    """A step's totals (STEP_FIELDS) from its files' fields summed (a
+    mapping of FIELDS' names to sums, such as a Series): every byte once."""
+    return {c: sums[K.SERIES_ONCE.get(c, c)] for c in STEP_FIELDS}
 
 
 def write_parquet(df: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from tfdarshan.capture import _native
 from tfdarshan.logs.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, SETUP_STEP,  # noqa: F401
-                                   STEP_COLUMNS, TIME_FIELDS, WINDOW_STEP)
+                                   STEP_COLUMNS, STEP_FIELDS, TIME_FIELDS, WINDOW_STEP, step_totals)
 
 R = _native.ROW_INDEX
 
@@ -181,7 +181,7 @@ def frames(entries: List[dict], ids: np.ndarray, ticks_per_second: float, window
         df.insert(0, "record_id", ids[rows[:, 0].astype(np.int64)] if len(rows) else np.zeros(0, np.uint64))
         df.insert(0, "step", e["step"])
         file_parts.append(df)
-        totals = {k: int(df[k].sum()) for k in FIELDS}
+        totals = {k: int(v) for k, v in step_totals({k: df[k].sum() for k in FIELDS}).items()}
         per_step.append({"step": e["step"], "start": (e["start"] - window_start_ticks),
                            "end": (e["end"] - window_start_ticks), "files": len(df), **totals})
     files = pd.concat(file_parts, ignore_index=True) if file_parts else pd.DataFrame(columns=FILE_COLUMNS)
@@ -197,5 +197,7 @@ def frames(entries: List[dict], ids: np.ndarray, ticks_per_second: float, window
     for c in FIELDS:
         if c not in TIME_FIELDS:
             files[c] = files[c].astype(np.int64)
+    for c in STEP_FIELDS:
+        if c not in TIME_FIELDS:
             steps[c] = steps[c].astype(np.int64)
     return steps, files
