@@ -17,7 +17,7 @@ from tfdarshan.logs import input_wait
 from tfdarshan_tb import views
 from tfdarshan_tb.rank_data import RankSessionData
 
-FILE_COLUMNS = ["path", "tier", "ranks", "bytes_read", "bytes_written", "opens", "total_time",
+FILE_COLUMNS = ["path", "tier", "kind", "ranks", "bytes_read", "bytes_written", "opens", "total_time",
                 "bytes_min", "bytes_median", "bytes_max", "io_time_max",
                 # beyond Darshan's counters, summed over ranks (kernel_io.py)
                 "how", "copy_bytes_read", "copy_bytes_written", "mmap_bytes"]
@@ -128,10 +128,8 @@ def files(d: RankSessionData, sort: Optional[str] = None, order: str = "desc", o
           limit: int = 50, query: str = "", step: Optional[int] = None) -> Dict:
     if step is not None:
         raise ValueError("the analysis tables do not keep each step's files: choose one rank for that")
-    t = d.files
-    sort = sort or ("bytes_written" if not t["bytes_read"].sum() > 0 and t["bytes_written"].sum() > 0
-                    else "bytes_read")
-    return {**views.table_page(t, FILE_COLUMNS, sort, order, offset, limit, query), "step": None}
+    return {**views.table_page(d.files, FILE_COLUMNS, sort or views.DEFAULT_SORT, order, offset, limit, query,
+                               input_first=sort is None), "step": None}
 
 
 # ------------------------------------------------------------- rank views

@@ -16,6 +16,7 @@ import pandas as pd
 
 from tfdarshan.capture import coverage, kernel_io as K, mounts as M
 from tfdarshan.advice import file_table as report
+from tfdarshan.advice import training_input as TI
 from tfdarshan.logs import input_wait
 from tfdarshan.logs.series import AFTER_STEPS, CUT_COLUMN, SETUP_STEP
 
@@ -34,9 +35,13 @@ Progress = Callable[[str], None]
 def quiet(line: str) -> None:
     pass
 
-# the file table, plus the time a file cost in all: reads, writes and metadata
-FILE_COLUMNS = report.COLUMNS[:report.COLUMNS.index("meta_time") + 1] + ["total_time"] \
+# the file table, plus what a file is when it is not input (kind) and the time it cost
+# in all: reads, writes and metadata
+FILE_COLUMNS = report.COLUMNS[:report.COLUMNS.index("tier") + 1] + ["kind"] \
+    + report.COLUMNS[report.COLUMNS.index("tier") + 1:report.COLUMNS.index("meta_time") + 1] + ["total_time"] \
     + report.COLUMNS[report.COLUMNS.index("meta_time") + 1:]
+# the table's first order: time spent, slowest first, input before what is not
+DEFAULT_SORT = "total_time"
 SIZE_BINS = ["0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M",
              "100M_1G", "1G_PLUS"]
 # each bin by its lower bound: labels short enough to stand side by side on a narrow chart
@@ -64,7 +69,7 @@ class SessionData:
         stored = self.snapshot.meta.get("mounts") or []
         self.mounts = [M.Mount(p, t) for p, t in stored] or M.current()
         progress(f"read {len(self.steps)} step rows; building the file table")
-        self.files = _file_table(self.snapshot, self.mounts)
+        self.files = _file_table(self.snapshot, self.mounts, self.step_files)
         advice = session.directory / "advice.json"
         self.advice = read_json(advice)
         coverage = [session.directory / f"{h}.coverage.json" for h in hosts]
@@ -138,12 +143,14 @@ def display_path(p: str) -> str:
     return os.fsencode(p).decode("utf-8", "backslashreplace")
 
 
-def _file_table(snap: Snapshot, mounts: List[M.Mount]) -> pd.DataFrame:
-    """report.file_table with displayable paths."""
+def _file_table(snap: Snapshot, mounts: List[M.Mount], step_files: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+    """report.file_table with what each file is (training_input.kinds) and
+    displayable paths."""
     t = report.file_table(snap, mount_table=mounts)
     if t.empty:
         return pd.DataFrame(columns=FILE_COLUMNS)
     t["tier"] = tier_names(t["tier"])
+    t["kind"] = TI.kinds(t["path"], TI.read_in_steps(t["path"], step_files))
     t["total_time"] = t[["read_time", "write_time", "meta_time"]].sum(axis=1, min_count=1)
     t = t[FILE_COLUMNS]
     odd = t["path"].map(lambda p: not p.isascii())
@@ -276,28 +283,22 @@ def input_label(processes: int) -> str:
     return f"{input_wait.LABEL} ({input_wait.CAPPED}{over})"
 
 
-def default_sort(d: SessionData) -> str:
-    """The column that matters for the session: bytes read if anything was
-    read, else bytes written (a write-only log reads nothing)."""
-    t = d.files
-    if len(t) and not t["bytes_read"].sum() > 0 and t["bytes_written"].sum() > 0:
-        return "bytes_written"
-    return "bytes_read"
-
-
 def files(d: SessionData, sort: Optional[str] = None, order: str = "desc", offset: int = 0,
           limit: int = 50, query: str = "", step: Optional[int] = None) -> Dict:
     """A page of the file table; with `step`, only the files that step
-    touched (their figures are still the session's)."""
+    touched (their figures are still the session's). Unless a column is
+    asked for, the slowest files first, input before what is not."""
     t = d.files
     if step is not None:
         t = t[_touched_in(d, step, t)]
-    return {**table_page(t, FILE_COLUMNS, sort or default_sort(d), order, offset, limit, query), "step": step}
+    return {**table_page(t, FILE_COLUMNS, sort or DEFAULT_SORT, order, offset, limit, query,
+                         input_first=sort is None), "step": step}
 
 
 def table_page(t: pd.DataFrame, columns: List[str], sort: str, order: str, offset: int, limit: int,
-               query: str) -> Dict:
-    """Rows offset..offset+limit of a file table, filtered by path and sorted."""
+               query: str, input_first: bool = False) -> Dict:
+    """Rows offset..offset+limit of a file table, filtered by path and
+    sorted; input_first: the files that are not input (a kind) after the others."""
     if sort not in columns:
         raise ValueError(f"cannot sort by {sort!r}")
     if order not in ("asc", "desc"):
@@ -305,6 +306,8 @@ def table_page(t: pd.DataFrame, columns: List[str], sort: str, order: str, offse
     if query:
         t = t[t["path"].str.contains(query, regex=False, na=False)]
     t = t.sort_values(sort, ascending=(order == "asc"), kind="stable", na_position="last")
+    if input_first and "kind" in t:
+        t = t.iloc[np.argsort((t["kind"].to_numpy(dtype=object) != "").astype(np.int8), kind="stable")]
     page = t.iloc[offset: offset + limit]
     rows = [[_clean(v) for v in row] for row in page[columns].itertuples(index=False)]
     return {"total": int(len(t)), "offset": offset, "columns": columns, "rows": rows, "sort": sort, "order": order}
