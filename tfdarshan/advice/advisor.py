@@ -460,7 +460,7 @@ def recommend(snap: Snapshot, fast: T.Tier, capacity: Optional[int] = None, *, t
         capacity = fast.capacity if fast.capacity is not None else 0
     if capacity <= 0:
         raise ValueError("the fast tier needs a capacity (free bytes) greater than zero")
-    costs = file_costs(snap, fast, tiers)
+    costs = file_costs(snap, fast, tiers, mapped_input.storage_of_mapped(steps, step_files))
     in_steps = TI.read_in_steps(costs["path"], step_files)
     # the files written and not read (a cache's lock file) tell what some of the read ones are
     others = _unread_paths(snap, costs["path"])

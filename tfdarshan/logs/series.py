@@ -37,6 +37,10 @@ NOT_STEPS = {WINDOW_STEP: "the window (no step markers)", SETUP_STEP: "set-up, b
 # optional (older series lack it): the step the window's end cut short, whose
 # duration may include profiler shutdown
 CUT_COLUMN = "cut_by_window_end"
+# optional (older series and the flight recorder's lack them, and then nobody
+# counted): what the process read from storage in the step beyond its calls'
+# bytes: major page faults, and bytes read from block devices (tf/steps.py)
+STORAGE_COLUMNS = ("major_faults", "storage_read_bytes")
 FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
 
 
@@ -95,6 +99,10 @@ def read_series(path: pathlib.Path, columns) -> pd.DataFrame:
             raise TfdarshanError(f"{path}: step series column {c} is {v.dtype}, not numbers")
         if len(v) and not np.isfinite(v.to_numpy(dtype=np.float64)).all():
             raise TfdarshanError(f"{path}: step series column {c} holds NaN or infinite values")
+    for c in STORAGE_COLUMNS:
+        if c in df and not (pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+                            and (not len(df) or (df[c].to_numpy(np.float64) >= 0).all())):
+            raise TfdarshanError(f"{path}: step series column {c} is not counts")
     if "start" in columns:                  # a per-step table
         if CUT_COLUMN not in df:
             df[CUT_COLUMN] = False
