@@ -165,5 +165,10 @@ def describe(files: pd.DataFrame, limit: int = 5) -> List[str]:
     return out
 
 
+def describe_bytes(n: float) -> str:
+    """Bytes as describe() writes them: "64.0 MiB"."""
+    return _mib(n)
+
+
 def _mib(n: float) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n:.0f} B"

@@ -85,8 +85,16 @@ def most_shared_line(files, logs: int, noun: str) -> str:
 def _print_kernel_files(files) -> None:
     """The files whose data also moved where Darshan's counters cannot see."""
     import pandas as pd
+    from tfdarshan.advice import training_input as TI
     from tfdarshan.capture import kernel_io as K
     k = files[(files[["copy_bytes_read", "copy_bytes_written", "mmap_bytes"]] > 0).any(axis=1)]
+    # the MPI runtime maps its own shared memory: runtime I/O, said apart from the data's
+    runtime = TI.reasons(k["path"]) == TI.RUNTIME if len(k) else []
+    if len(k) and runtime.any():
+        r = k[runtime]
+        print(f"the MPI runtime's own shared memory (Open MPI, PMIx), mapped, not data: {len(r)} files, "
+              f"~{K.describe_bytes(int(r['mmap_bytes'].sum()))} summed over ranks")
+        k = k[~runtime]
     if k.empty:
         return
     shaped = pd.DataFrame({"path": k["path"], "bytes_read": k["copy_bytes_read"] + k["mmap_bytes"],
