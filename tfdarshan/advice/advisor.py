@@ -25,13 +25,13 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from tfdarshan.advice import checkpoint_findings, mapped_input
+from tfdarshan.advice import checkpoint_findings, mapped_input, reread_finding
 from tfdarshan.advice import tiers as T
 from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.compare import compare_runs  # noqa: F401  (re-exported)
 from tfdarshan.advice.cost_model import file_costs  # noqa: F401  (re-exported)
 from tfdarshan.advice import tfdata_files as TD
-from tfdarshan.advice.file_table import human_bytes, human_time
+from tfdarshan.advice.file_table import human_time
 from tfdarshan.capture.snapshot import Snapshot
 
 SMALL_FILE = 2 * 1024 * 1024          # the paper's threshold
@@ -247,44 +247,7 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
             f"({int(p['POSIX_OPENS'].sum())} opens, {int(p['POSIX_STATS'].sum())} stats for {files} files).",
             "Fewer, larger files, or a tier with lower open latency (node-local disk, /dev/shm).",
             {"meta_share": meta_time / (read_time + meta_time)}))
-    # tf.data's own files say whether (and where) the pipeline caches or snapshots already
-    own = costs[costs["tfdata"] != ""] if "tfdata" in costs else costs.iloc[:0]
-    if "training_input" in costs:
-        costs = costs[costs["training_input"]]
-    if len(costs):
-        # whole times each file was read (bytes read over its size): counts of files, not an average
-        times = np.floor(costs["rereads"].to_numpy(np.float64) + 1e-9).astype(np.int64)
-        reread = times >= 2
-        total = int(costs["size"].sum())
-        avail = _mem_available()
-        if reread.sum() >= max(1, len(costs) // 2) and avail and total < avail / 2:
-            counts = pd.Series(times[reread]).value_counts().sort_index()
-            said = "; ".join(f"{n} {'was' if n == 1 else 'were'} read {k} times in full" for k, n in counts.head(3).items())
-            more = f"; {int(counts.iloc[3:].sum())} more, more often" if len(counts) > 3 else ""
-            facts = (f"of {len(costs)} files, {said}{more}; all input is {human_bytes(total)} and "
-                     f"{human_bytes(avail)} of memory is free")
-            evidence = {"dataset_bytes": total, "memory_available": avail}
-            if len(own):
-                # the pipeline has a cache (or snapshot) already: it is not what serves these reads
-                # (a cache the pipeline never finished is only its lock file and temporary files)
-                caches = TD.cache_names([*own["path"], *_unread_paths(snap, costs["path"])],
-                                        np.ones(len(own), dtype=bool))
-                what = (", ".join(f"cache({c!r})" for c in caches[:3]) + (f" and {len(caches) - 3} more"
-                                                                          if len(caches) > 3 else "")
-                        if caches else "snapshot()")
-                out.append(Finding(
-                    "HIGH", "The data is read again every epoch, though the pipeline caches",
-                    f"{facts}. The pipeline already caches ({what}: {len(own)} files of tf.data's own read), "
-                    f"yet the input is read again every epoch: the cache does not serve these reads.",
-                    "Place the cache after the read and decode steps and before shuffle, take() and batch(), "
-                    "and read it to its end each epoch: tf.data throws away a cache that an iterator left "
-                    "unfinished (steps_per_epoch shorter than the data, or take() after cache()).",
-                    {**evidence, "tfdata_files": int(len(own)), "caches": caches}))
-            else:
-                out.append(Finding(
-                    "HIGH", "The same data is read again every epoch, and it fits in memory", facts + ".",
-                    "Add .cache() to the tf.data pipeline after the read and decode steps, so epochs after the "
-                    "first come from memory.", evidence))
+    out.extend(Finding(**f) for f in reread_finding.findings(snap, costs))
     conc = _concurrency(snap)
     if conc is not None and conc < 1.5 and read_time > 0.05 * max(snap.end - snap.start, 1e-9):
         out.append(Finding(
@@ -325,17 +288,6 @@ def _concurrency(snap: Snapshot) -> Optional[float]:
     starts = p["POSIX_F_READ_START_TIMESTAMP"]
     span = float(p["POSIX_F_READ_END_TIMESTAMP"].max() - starts[starts > 0].min()) if (starts > 0).any() else 0
     return float(p["POSIX_F_READ_TIME"].sum()) / span if span > 0 else None
-
-
-def _mem_available() -> Optional[int]:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 # ------------------------------------------------------------------ advice
@@ -438,18 +390,6 @@ class Advice:
         }
 
 
-def _unread_paths(snap: Snapshot, read: pd.Series) -> list:
-    """The session's paths that file_costs() has no row for (files it only
-    wrote, opened or stat'ed), for the few that can name what a read file is."""
-    every = [f["path"] for f in (snap.posix, snap.stdio) if f is not None and len(f)]
-    if not every:
-        return []
-    s = pd.concat(every, ignore_index=True).drop_duplicates()
-    # only lock files speak: keep the list short on a session of a million files
-    s = s[s.astype(str).str.endswith(".lockfile") & ~s.isin(set(read))]
-    return s.tolist()
-
-
 def recommend(snap: Snapshot, fast: T.Tier, capacity: Optional[int] = None, *, tiers: Sequence[T.Tier] = (),
               granularity: str = "file", globs: Sequence[str] = (), steps: Optional[pd.DataFrame] = None,
               step_files: Optional[pd.DataFrame] = None, source: str = "") -> Advice:
@@ -463,7 +403,7 @@ def recommend(snap: Snapshot, fast: T.Tier, capacity: Optional[int] = None, *, t
     costs = file_costs(snap, fast, tiers, mapped_input.storage_of_mapped(steps, step_files))
     in_steps = TI.read_in_steps(costs["path"], step_files)
     # the files written and not read (a cache's lock file) tell what some of the read ones are
-    others = _unread_paths(snap, costs["path"])
+    others = TD.lock_files(snap, costs["path"])
     why = TI.reasons(costs["path"], in_steps, others)
     costs["training_input"] = why == ""
     costs["tfdata"] = TD.kinds(costs["path"], in_steps, others)

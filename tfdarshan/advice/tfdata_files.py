@@ -30,7 +30,8 @@ from tfdarshan.capture.arrow_text import arrow_paths
 
 CACHE, SNAPSHOT = "tf.data cache", "tf.data snapshot"
 # a bundle's files, their temporary names and the writer's lock: group 1 is the cache's filename
-_BUNDLE = re.compile(r"^(.*?)(?:_\d+)?\.(index|data-\d+-of-\d+|lockfile)(?:\.tempstate\d+)?$")
+# (DOTALL and \Z: a name may hold a newline)
+_BUNDLE = re.compile(r"(.*?)(?:_\d+)?\.(index|data-\d+-of-\d+|lockfile)(?:\.tempstate\d+)?\Z", re.DOTALL)
 _SNAPSHOT = r"(^|/)snapshot\.metadata(-tmp-\d+)?$|/\d+\.shard/\d+\.snapshot$"
 # every name _BUNDLE matches holds one of these: Arrow finds the few candidates
 _BUNDLE_LITERALS = r"\.index|\.data-\d+-of-\d+|\.lockfile"
@@ -58,8 +59,8 @@ def kinds(paths: Sequence[str], in_steps: Optional[np.ndarray] = None, also: Seq
     lock = np.zeros(len(maybe), dtype=bool)
     for j, p in enumerate(values):
         m = _BUNDLE.match(p) if isinstance(p, str) else None
-        if m:
-            family[j], lock[j] = m.group(1), m.group(2) == "lockfile"
+        if m:       # (a//b names the file a/b names: one family)
+            family[j], lock[j] = re.sub("/+", "/", m.group(1)), m.group(2) == "lockfile"
     caches = set(family[lock])
     if in_steps is not None:
         read = np.asarray(in_steps, dtype=bool)[maybe]
@@ -83,7 +84,7 @@ def cache_names(paths: Sequence[str], in_steps: Optional[np.ndarray] = None) -> 
     for p in np.asarray(list(paths), dtype=object)[k == CACHE]:
         m = _BUNDLE.match(str(p))
         if m:
-            names.add(m.group(1))
+            names.add(re.sub("/+", "/", m.group(1)))
     return sorted(names)
 
 
@@ -95,3 +96,15 @@ def _text(paths) -> pa.Array:
 
 def _mask(result) -> np.ndarray:
     return np.asarray(pc.fill_null(result, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def lock_files(snap, read: Sequence[str]) -> list:
+    """The session's cache lock files (`<filename>_<n>.lockfile`: written,
+    never read, so no cost row has them), the evidence that names the
+    bundles beside them a cache; `read`: the paths already at hand."""
+    every = [f["path"] for f in (snap.posix, snap.stdio) if f is not None and len(f)]
+    if not every:
+        return []
+    s = pd.concat(every, ignore_index=True).drop_duplicates()
+    s = s[s.astype(str).str.endswith(".lockfile") & ~s.isin(set(read))]
+    return s.tolist()
