@@ -33,8 +33,9 @@ CACHE, SNAPSHOT = "tf.data cache", "tf.data snapshot"
 # (DOTALL and \Z: a name may hold a newline)
 _BUNDLE = re.compile(r"(.*?)(?:_\d+)?\.(index|data-\d+-of-\d+|lockfile)(?:\.tempstate\d+)?\Z", re.DOTALL)
 _SNAPSHOT = r"(^|/)snapshot\.metadata(-tmp-\d+)?$|/\d+\.shard/\d+\.snapshot$"
-# every name _BUNDLE matches holds one of these: Arrow finds the few candidates
-_BUNDLE_LITERALS = r"\.index|\.data-\d+-of-\d+|\.lockfile"
+# every name _BUNDLE or _SNAPSHOT matches holds one of these: one pass of Arrow finds the few
+# candidates among a million paths, and the exact rules run on those alone
+_LITERALS = r"\.index|\.data-|\.lockfile|snapshot"
 
 
 def kinds(paths: Sequence[str], in_steps: Optional[np.ndarray] = None, also: Sequence[str] = ()) -> np.ndarray:
@@ -45,20 +46,20 @@ def kinds(paths: Sequence[str], in_steps: Optional[np.ndarray] = None, also: Seq
     if len(also):
         n = len(paths)
         steps = None if in_steps is None else np.r_[np.asarray(in_steps, dtype=bool), np.zeros(len(also), bool)]
-        return kinds([*map(str, paths), *map(str, also)], steps)[:n]
+        both = pa.concat_arrays([_text(paths), _text(list(also))])
+        return kinds(both, steps)[:n]
     text = _text(paths)
     out = np.full(len(text), "", dtype=object)
-    if not len(text):
-        return out
-    out[_mask(pc.match_substring_regex(text, _SNAPSHOT))] = SNAPSHOT
-    maybe = np.flatnonzero(_mask(pc.match_substring_regex(text, _BUNDLE_LITERALS)) & (out == ""))
+    maybe = np.flatnonzero(_mask(pc.match_substring_regex(text, _LITERALS))) if len(text) else []
     if not len(maybe):
         return out
-    values = text.take(pa.array(maybe)).to_pylist()
+    values = text.take(pa.array(maybe))
+    snapshot = _mask(pc.match_substring_regex(values, _SNAPSHOT))
+    out[maybe[snapshot]] = SNAPSHOT
     family = np.full(len(maybe), None, dtype=object)
     lock = np.zeros(len(maybe), dtype=bool)
-    for j, p in enumerate(values):
-        m = _BUNDLE.match(p) if isinstance(p, str) else None
+    for j, p in enumerate(values.to_pylist()):
+        m = _BUNDLE.match(p) if isinstance(p, str) and not snapshot[j] else None
         if m:       # (a//b names the file a/b names: one family)
             family[j], lock[j] = re.sub("/+", "/", m.group(1)), m.group(2) == "lockfile"
     caches = set(family[lock])
@@ -89,6 +90,8 @@ def cache_names(paths: Sequence[str], in_steps: Optional[np.ndarray] = None) -> 
 
 
 def _text(paths) -> pa.Array:
+    if isinstance(paths, (pa.Array, pa.ChunkedArray)):
+        return paths if isinstance(paths, pa.Array) else paths.combine_chunks()
     if isinstance(paths, pd.Series) and pd.api.types.is_string_dtype(paths.dtype) and paths.dtype != object:
         return pa.array(paths, type=pa.string())
     return arrow_paths([str(p) for p in paths])[0]

@@ -74,7 +74,7 @@ def reasons(paths: Sequence[str], in_steps: Optional[np.ndarray] = None, also: S
     own |= test(pc.match_substring_regex(s, "|".join(re.escape(d) for d in OWN_DIRS)))
     own |= test(pc.match_substring_regex(s, "(" + "|".join(re.escape(x) for x in OWN_SUFFIXES) + ")$"))
     runtime = test(pc.match_substring_regex(s, "|".join(RUNTIME_PATTERNS)))
-    tfdata = tfdata_files.kinds(s if not len(also) else paths, in_steps, also) != ""
+    tfdata = tfdata_files.kinds(s, in_steps, also) != ""
     for name in OWN_ENV:
         if os.environ.get(name):
             own |= test(pc.equal(s, os.path.abspath(os.environ[name])))
