@@ -18,7 +18,7 @@ def run(tmp_path, *argv):
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
 
 
-@pytest.mark.parametrize("python", ["python", "python3", sys.executable])
+@pytest.mark.parametrize("python", ["python3", sys.executable])
 def test_run_accepts_the_interpreter_before_the_script(tmp_path, python):
     (tmp_path / "train.py").write_text(SCRIPT)
     r = run(tmp_path, "--", python, "train.py", "--epochs", "3")

@@ -11,12 +11,11 @@ a step's time is only ever its own batch. The entries of a window add up to
 the window exactly. Work per step is proportional to the files touched in
 that step. Each entry also counts what the process read from storage
 beyond its calls: its major page faults (getrusage) and the bytes it had
-read from block devices (/proc/self/io read_bytes, readahead included),
+read from block devices (getrusage's ru_inblock, readahead included),
 the measures there are of what reads through memory maps cost: a step
 that mapped a file's pages with neither read them from memory."""
 from __future__ import annotations
 
-import os
 import resource
 import threading
 from typing import List, Optional
@@ -170,20 +169,11 @@ class StepSeries:
 
 def storage_reads() -> list:
     """The process's reads from storage so far, as STORAGE_COLUMNS: its
-    major page faults and the bytes it had read from block devices (all its
-    threads). The /proc read goes through the shim, which counts it among
-    the excluded paths' bytes, so coverage stays whole."""
-    read = 0
-    try:
-        fd = os.open("/proc/self/io", os.O_RDONLY)
-        try:
-            text = os.read(fd, 4096).decode()
-        finally:
-            os.close(fd)
-        read = next(int(line.split(":")[1]) for line in text.splitlines() if line.startswith("read_bytes:"))
-    except (OSError, StopIteration, ValueError):
-        pass
-    return [resource.getrusage(resource.RUSAGE_SELF).ru_majflt, read]
+    major page faults and the bytes it had read from block devices
+    (ru_inblock, /proc/self/io read_bytes in 512-byte units), all its
+    threads', from one getrusage."""
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return [use.ru_majflt, use.ru_inblock * 512]
 
 
 def step_rows(index: np.ndarray, before: np.ndarray, after: np.ndarray) -> np.ndarray:
