@@ -128,8 +128,8 @@ def files(d: RankSessionData, sort: Optional[str] = None, order: str = "desc", o
           limit: int = 50, query: str = "", step: Optional[int] = None) -> Dict:
     if step is not None:
         raise ValueError("the analysis tables do not keep each step's files: choose one rank for that")
-    return {**views.table_page(d.files, FILE_COLUMNS, sort or views.DEFAULT_SORT, order, offset, limit, query,
-                               input_first=sort is None), "step": None}
+    return {**views.table_page(d.files, FILE_COLUMNS, sort or views.DEFAULT_SORT, order, offset, limit, query),
+            "step": None}
 
 
 # ------------------------------------------------------------- rank views

@@ -287,18 +287,18 @@ def files(d: SessionData, sort: Optional[str] = None, order: str = "desc", offse
           limit: int = 50, query: str = "", step: Optional[int] = None) -> Dict:
     """A page of the file table; with `step`, only the files that step
     touched (their figures are still the session's). Unless a column is
-    asked for, the slowest files first, input before what is not."""
+    asked for, the slowest files first (table_page: input before what is not)."""
     t = d.files
     if step is not None:
         t = t[_touched_in(d, step, t)]
-    return {**table_page(t, FILE_COLUMNS, sort or DEFAULT_SORT, order, offset, limit, query,
-                         input_first=sort is None), "step": step}
+    return {**table_page(t, FILE_COLUMNS, sort or DEFAULT_SORT, order, offset, limit, query), "step": step}
 
 
 def table_page(t: pd.DataFrame, columns: List[str], sort: str, order: str, offset: int, limit: int,
-               query: str, input_first: bool = False) -> Dict:
+               query: str) -> Dict:
     """Rows offset..offset+limit of a file table, filtered by path and
-    sorted; input_first: the files that are not input (a kind) after the others."""
+    sorted. In the first order (DEFAULT_SORT, descending: every page the
+    same) the files that are not input (a kind) come after the others."""
     if sort not in columns:
         raise ValueError(f"cannot sort by {sort!r}")
     if order not in ("asc", "desc"):
@@ -306,7 +306,7 @@ def table_page(t: pd.DataFrame, columns: List[str], sort: str, order: str, offse
     if query:
         t = t[t["path"].str.contains(query, regex=False, na=False)]
     t = t.sort_values(sort, ascending=(order == "asc"), kind="stable", na_position="last")
-    if input_first and "kind" in t:
+    if sort == DEFAULT_SORT and order == "desc" and "kind" in t:
         t = t.iloc[np.argsort((t["kind"].to_numpy(dtype=object) != "").astype(np.int8), kind="stable")]
     page = t.iloc[offset: offset + limit]
     rows = [[_clean(v) for v in row] for row in page[columns].itertuples(index=False)]

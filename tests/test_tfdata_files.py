@@ -138,8 +138,15 @@ def test_the_tab_names_them_and_lists_the_input_first(session):
     q = urllib.parse.urlencode({"run": s.run, "session": s.name, "limit": 1000})
     with tensorboard(session["logdir"]) as url:
         status, _, body = fetch(url, "/data/plugin/tfdarshan/files?" + q)
-    assert status == 200, body[:300]
-    page = json.loads(body)
+        assert status == 200, body[:300]
+        page = json.loads(body)
+        # the pages the tab asks for next (it sends the order it was given) keep that order
+        paged = []
+        for offset in range(0, page["total"], 5):
+            more = urllib.parse.urlencode({"run": s.run, "session": s.name, "limit": 5, "offset": offset,
+                                           "sort": page["sort"], "order": page["order"]})
+            paged += json.loads(fetch(url, "/data/plugin/tfdarshan/files?" + more)[2])["rows"]
+    assert paged == page["rows"]
     rows = [dict(zip(page["columns"], r)) for r in page["rows"]]
     kind = {r["path"]: r["kind"] for r in rows}
     for path, made_by in session["own"].items():

@@ -16,7 +16,7 @@ const FORMAT = {bytes_read: bytes, bytes_written: bytes, read_time: seconds, wri
 // the header's hover text, where a label needs more words
 const HELP = {how: 'ways Darshan\'s counters cannot see: copy_file_range, sendfile, splice, mmap',
   kind: 'what a file that is not training input is (configuration, tf.data cache or snapshot, MPI runtime, '
-    + 'tfdarshan): listed after the input until you sort',
+    + 'tfdarshan): listed after the input while the table is by total time, slowest first',
   mmap_bytes: 'pages of the file the process mapped (/proc/self/pagemap): the kernel maps cached neighbours at each '
     + 'fault, so scattered reads are overcounted'};
 // text columns, left-aligned (header and cells alike); numbers go to the right
