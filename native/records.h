@@ -65,12 +65,14 @@
  * kernel-side copy read from / wrote to the file and the time of those
  * calls per side; T_KC counts each call once (on its source when that is
  * recorded, else on its destination), so a sum over files is the time spent
- * in copies; the bytes each mechanism moved in or out of the file; the bytes
- * of the file's pages the process had mapped into its page tables through
- * mmap (an estimate). */
+ * in copies; the bytes each mechanism moved in or out of the file; the same
+ * bytes counted as T_KC counts time, each call once (the *_ONCE fields: a
+ * sum over files is what the calls returned); the bytes of the file's pages
+ * the process had mapped into its page tables through mmap (an estimate). */
 #define KERNEL_IO_FIELDS(X)                                                    \
     X(KC_BYTES_READ) X(KC_BYTES_WRITTEN) X(T_KC_READ) X(T_KC_WRITE) X(T_KC)     \
-    X(KC_CFR_BYTES) X(KC_SENDFILE_BYTES) X(KC_SPLICE_BYTES) X(MMAP_BYTES)
+    X(KC_CFR_BYTES) X(KC_SENDFILE_BYTES) X(KC_SPLICE_BYTES) X(MMAP_BYTES)       \
+    X(KC_CFR_ONCE) X(KC_SENDFILE_ONCE) X(KC_SPLICE_ONCE)
 
 /* Extremes: maxima, first and last timestamps. Kept for the whole run and
  * for the current interval, because a window's maximum is not a difference. */

@@ -43,6 +43,7 @@ static int begin_sampled(update *u, tfd_rec *r)
 void tfd_kernel_copy(int fd_in, int fd_out, int64_t bytes, int mechanism, uint64_t t1, uint64_t t2)
 {
     static const int field[3] = {S_KC_CFR_BYTES, S_KC_SENDFILE_BYTES, S_KC_SPLICE_BYTES};
+    static const int once[3] = {S_KC_CFR_ONCE, S_KC_SENDFILE_ONCE, S_KC_SPLICE_ONCE};
     tfd_rec *src = posix_rec_any(fd_in), *dst = posix_rec_any(fd_out);
     int64_t d = (int64_t)(t2 - t1);
     update u;
@@ -63,13 +64,16 @@ void tfd_kernel_copy(int fd_in, int fd_out, int64_t bytes, int mechanism, uint64
         u.s->sum[S_T_KC_READ] += d;
         u.s->sum[S_T_KC] += d;
         u.s->sum[field[mechanism]] += bytes;
+        u.s->sum[once[mechanism]] += bytes;
         end(&u);
     }
     if (dst && begin(&u, dst)) {
         u.s->sum[S_KC_BYTES_WRITTEN] += bytes;
         u.s->sum[S_T_KC_WRITE] += d;
-        if (!src)
+        if (!src) {
             u.s->sum[S_T_KC] += d;
+            u.s->sum[once[mechanism]] += bytes;
+        }
         u.s->sum[field[mechanism]] += bytes;
         end(&u);
     }

@@ -15,6 +15,7 @@ from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan.logs.logdir import Session
+from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.file_table import tiers_of
 from tfdarshan.analysis.tables import COVERAGE
 from tfdarshan_tb.views import Progress, quiet, coverage_card, display_path, stored_advice, tier_names
@@ -68,7 +69,7 @@ class RankSessionData:
         self.mounts = [M.Mount(p, t) for p, t in record["mounts"]] or M.current()
         self.files = files.assign(tier=tier_names(tiers_of(files["path"], self.mounts)), total_time=files["io_time"],
                                   path=files["path"].map(display_path),
-                                  how=K.how_of_table(files))
+                                  how=K.how_of_table(files), kind=TI.kinds(files["path"]))
         self.job_metadata = record["metadata"]
         # the job's coverage card: every rank's buckets added up
         cov = self.ranks[list(COVERAGE)].dropna(subset=["counted_bytes", "kernel_bytes"])

@@ -11,12 +11,13 @@ from typing import Dict, Optional
 import numpy as np
 import pandas as pd
 
+from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
 from tfdarshan.logs import input_wait
 from tfdarshan_tb import views
 from tfdarshan_tb.rank_data import RankSessionData
 
-FILE_COLUMNS = ["path", "tier", "ranks", "bytes_read", "bytes_written", "opens", "total_time",
+FILE_COLUMNS = ["path", "tier", "kind", "ranks", "bytes_read", "bytes_written", "opens", "total_time",
                 "bytes_min", "bytes_median", "bytes_max", "io_time_max",
                 # beyond Darshan's counters, summed over ranks (kernel_io.py)
                 "how", "copy_bytes_read", "copy_bytes_written", "mmap_bytes"]
@@ -55,7 +56,7 @@ def summary(d: RankSessionData) -> Dict:
            "setup_bytes": int(r["setup_bytes"].sum()),
            "folded_files": 0, "trace_dropped": 0,
            # beyond Darshan's counters, as a one-process session shows them
-           "copy_bytes": int(d.files["copy_bytes_read"].sum() + d.files["copy_bytes_written"].sum()),
+           "copy_bytes": K.copied_bytes_of_table(d.files),      # each copy once
            "mmap_bytes": int(d.files["mmap_bytes"].sum())}
     out = {k: views._clean(v) for k, v in out.items()}
     out["input_label"] = views.input_label(len(r)).replace("processes", "ranks")
@@ -127,10 +128,8 @@ def files(d: RankSessionData, sort: Optional[str] = None, order: str = "desc", o
           limit: int = 50, query: str = "", step: Optional[int] = None) -> Dict:
     if step is not None:
         raise ValueError("the analysis tables do not keep each step's files: choose one rank for that")
-    t = d.files
-    sort = sort or ("bytes_written" if not t["bytes_read"].sum() > 0 and t["bytes_written"].sum() > 0
-                    else "bytes_read")
-    return {**views.table_page(t, FILE_COLUMNS, sort, order, offset, limit, query), "step": None}
+    return {**views.table_page(d.files, FILE_COLUMNS, sort or views.DEFAULT_SORT, order, offset, limit, query),
+            "step": None}
 
 
 # ------------------------------------------------------------- rank views

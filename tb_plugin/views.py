@@ -16,6 +16,7 @@ import pandas as pd
 
 from tfdarshan.capture import coverage, kernel_io as K, mounts as M
 from tfdarshan.advice import file_table as report
+from tfdarshan.advice import training_input as TI
 from tfdarshan.logs import input_wait
 from tfdarshan.logs.series import AFTER_STEPS, CUT_COLUMN, SETUP_STEP
 
@@ -34,9 +35,13 @@ Progress = Callable[[str], None]
 def quiet(line: str) -> None:
     pass
 
-# the file table, plus the time a file cost in all: reads, writes and metadata
-FILE_COLUMNS = report.COLUMNS[:report.COLUMNS.index("meta_time") + 1] + ["total_time"] \
+# the file table, plus what a file is when it is not input (kind) and the time it cost
+# in all: reads, writes and metadata
+FILE_COLUMNS = report.COLUMNS[:report.COLUMNS.index("tier") + 1] + ["kind"] \
+    + report.COLUMNS[report.COLUMNS.index("tier") + 1:report.COLUMNS.index("meta_time") + 1] + ["total_time"] \
     + report.COLUMNS[report.COLUMNS.index("meta_time") + 1:]
+# the table's first order: time spent, slowest first, input before what is not
+DEFAULT_SORT = "total_time"
 SIZE_BINS = ["0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M",
              "100M_1G", "1G_PLUS"]
 # each bin by its lower bound: labels short enough to stand side by side on a narrow chart
@@ -64,7 +69,7 @@ class SessionData:
         stored = self.snapshot.meta.get("mounts") or []
         self.mounts = [M.Mount(p, t) for p, t in stored] or M.current()
         progress(f"read {len(self.steps)} step rows; building the file table")
-        self.files = _file_table(self.snapshot, self.mounts)
+        self.files = _file_table(self.snapshot, self.mounts, self.step_files)
         self.advice, self.advice_problem = stored_advice(session.directory / "advice.json")
         coverage = [session.directory / f"{h}.coverage.json" for h in hosts]
         self.coverage = [c for c in (read_json(p) for p in coverage) if c]
@@ -160,12 +165,14 @@ def display_path(p: str) -> str:
     return os.fsencode(p).decode("utf-8", "backslashreplace")
 
 
-def _file_table(snap: Snapshot, mounts: List[M.Mount]) -> pd.DataFrame:
-    """report.file_table with displayable paths."""
+def _file_table(snap: Snapshot, mounts: List[M.Mount], step_files: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+    """report.file_table with what each file is (training_input.kinds) and
+    displayable paths."""
     t = report.file_table(snap, mount_table=mounts)
     if t.empty:
         return pd.DataFrame(columns=FILE_COLUMNS)
     t["tier"] = tier_names(t["tier"])
+    t["kind"] = TI.kinds(t["path"], TI.read_in_steps(t["path"], step_files))
     t["total_time"] = t[["read_time", "write_time", "meta_time"]].sum(axis=1, min_count=1)
     t = t[FILE_COLUMNS]
     odd = t["path"].map(lambda p: not p.isascii())
@@ -251,7 +258,7 @@ def summary(d: SessionData) -> Dict:
     # beyond Darshan's counters (kernel_io.py): totals, and the files, named with how they were read
     beyond = K.per_file(snap.extra)
     e = snap.extra
-    out.update(copy_bytes=int(e["COPY_BYTES_READ"].sum() + e["COPY_BYTES_WRITTEN"].sum()) if len(e) else 0,
+    out.update(copy_bytes=K.copied_bytes(e),           # each copy once, though it is on both its files' rows
                mmap_bytes=int(e["MMAP_BYTES"].sum()) if len(e) else 0,
                kernel_io_files=[{"path": display_path(r.path), "how": r.how} for r in beyond.head(20).itertuples()])
     out = {k: _clean(v) for k, v in out.items()}
@@ -298,28 +305,22 @@ def input_label(processes: int) -> str:
     return f"{input_wait.LABEL} ({input_wait.CAPPED}{over})"
 
 
-def default_sort(d: SessionData) -> str:
-    """The column that matters for the session: bytes read if anything was
-    read, else bytes written (a write-only log reads nothing)."""
-    t = d.files
-    if len(t) and not t["bytes_read"].sum() > 0 and t["bytes_written"].sum() > 0:
-        return "bytes_written"
-    return "bytes_read"
-
-
 def files(d: SessionData, sort: Optional[str] = None, order: str = "desc", offset: int = 0,
           limit: int = 50, query: str = "", step: Optional[int] = None) -> Dict:
     """A page of the file table; with `step`, only the files that step
-    touched (their figures are still the session's)."""
+    touched (their figures are still the session's). Unless a column is
+    asked for, the slowest files first (table_page: input before what is not)."""
     t = d.files
     if step is not None:
         t = t[_touched_in(d, step, t)]
-    return {**table_page(t, FILE_COLUMNS, sort or default_sort(d), order, offset, limit, query), "step": step}
+    return {**table_page(t, FILE_COLUMNS, sort or DEFAULT_SORT, order, offset, limit, query), "step": step}
 
 
 def table_page(t: pd.DataFrame, columns: List[str], sort: str, order: str, offset: int, limit: int,
                query: str) -> Dict:
-    """Rows offset..offset+limit of a file table, filtered by path and sorted."""
+    """Rows offset..offset+limit of a file table, filtered by path and
+    sorted. In the first order (DEFAULT_SORT, descending: every page the
+    same) the files that are not input (a kind) come after the others."""
     if sort not in columns:
         raise ValueError(f"cannot sort by {sort!r}")
     if order not in ("asc", "desc"):
@@ -327,6 +328,8 @@ def table_page(t: pd.DataFrame, columns: List[str], sort: str, order: str, offse
     if query:
         t = t[t["path"].str.contains(query, regex=False, na=False)]
     t = t.sort_values(sort, ascending=(order == "asc"), kind="stable", na_position="last")
+    if sort == DEFAULT_SORT and order == "desc" and "kind" in t:
+        t = t.iloc[np.argsort((t["kind"].to_numpy(dtype=object) != "").astype(np.int8), kind="stable")]
     page = t.iloc[offset: offset + limit]
     rows = [[_clean(v) for v in row] for row in page[columns].itertuples(index=False)]
     return {"total": int(len(t)), "offset": offset, "columns": columns, "rows": rows, "sort": sort, "order": order}
@@ -409,8 +412,8 @@ def steps(d: SessionData, width: Optional[int] = None) -> Dict:
         start=("start", "min"), end=("end", "max"), bytes_read=("bytes_read", "sum"),
         bytes_written=("bytes_written", "sum"), reads=("reads", "sum"), writes=("writes", "sum"),
         read_time=("read_time", "sum"), write_time=("write_time", "sum"), meta_time=("meta_time", "sum"),
-        files=("files", "sum"), cut=(CUT_COLUMN, "any"), copy_bytes_read=("copy_bytes_read", "sum"),
-        copy_bytes_written=("copy_bytes_written", "sum"), mmap_bytes=("mmap_bytes", "sum"))
+        files=("files", "sum"), cut=(CUT_COLUMN, "any"), mmap_bytes=("mmap_bytes", "sum"),
+        **{c: (c, "sum") for c in K.STEP_COPY_COLUMNS})
     io = st["read_time"] + st["write_time"]
     bw = np.where(io > 0, (st["bytes_read"] + st["bytes_written"]) / io.where(io > 0, 1), np.nan)
     out = {"steps": st["step"].tolist(), "duration": (st["end"] - st["start"]).tolist(),
@@ -420,7 +423,7 @@ def steps(d: SessionData, width: Optional[int] = None) -> Dict:
            "ops": (st["reads"] + st["writes"]).tolist(), "io_time": io.tolist(),
            "meta_time": st["meta_time"].tolist(), "bandwidth": [_clean(v) for v in bw], "mounts": {},
            # beyond Darshan's counters: what kernel-side copies moved, what mappings brought in (an estimate)
-           "copy_bytes": (st["copy_bytes_read"] + st["copy_bytes_written"]).tolist(),
+           "copy_bytes": st[list(K.STEP_COPY_COLUMNS)].sum(axis=1).astype(np.int64).tolist(),
            "mmap_bytes": st["mmap_bytes"].tolist()}
     sf = d.step_files
     if not sf.empty:

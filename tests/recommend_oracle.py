@@ -4,6 +4,7 @@ by copying the cost table), for tests/test_recommend_vectorised.py."""
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,54 @@ def points_of(paths, mounts):
     return out
 
 
+RUNTIME_PREFIXES = ("vader_segment", "sm_segment", "psm_shm", "psm2_shm", "mpich_shar_tmp", "shm-col-space-",
+                    "Intel_MPI_", "ucx_shm")
+
+
+def runtime(path: str) -> bool:
+    """The MPI runtime's own file, judged a component at a time."""
+    parts = path.split("/")
+    dirs, base = parts[:-1], parts[-1]
+    if any(re.fullmatch(r"(ompi|prte|prterun)\.[^/]+\.\d+", d) or d.startswith("pmix") for d in dirs):
+        return True
+    if "pmix" in base or base.startswith(RUNTIME_PREFIXES):
+        return True
+    return path.startswith("/dev/shm/") and len(parts) == 4 and base.startswith(("sem.", "nccl-"))
+
+
+def tfdata(paths, in_steps=None):
+    """tf.data's own files, per path: snapshot names, and bundles of a cache
+    (a family with a lock file, or a bundle file read in steps)."""
+    family = {}
+    for i, path in enumerate(paths):
+        base = path.rsplit("/", 1)[-1]
+        stem = re.sub(r"\.tempstate\d+$", "", base)
+        kind = None
+        if stem.endswith(".lockfile"):
+            stem, kind = stem[: -len(".lockfile")], "lock"
+        elif stem.endswith(".index"):
+            stem, kind = stem[: -len(".index")], "bundle"
+        else:
+            m = re.search(r"\.data-\d+-of-\d+$", stem)
+            if m:
+                stem, kind = stem[: m.start()], "bundle"
+        if kind:        # a//b and a/b name one file: one family
+            family[i] = (re.sub("/+", "/", path[: len(path) - len(base)] + re.sub(r"_\d+$", "", stem)), kind)
+    caches = {f for f, kind in family.values() if kind == "lock"}
+    if in_steps is not None:
+        caches |= {f for i, (f, kind) in family.items() if in_steps[i]}
+    out = []
+    for i, path in enumerate(paths):
+        parts = path.split("/")
+        if re.fullmatch(r"snapshot\.metadata(-tmp-\d+)?", parts[-1]) or (
+                len(parts) >= 3 and re.fullmatch(r"\d+\.shard", parts[-2])
+                and re.fullmatch(r"\d+\.snapshot", parts[-1])):
+            out.append(True)
+        else:
+            out.append(i in family and family[i][0] in caches)
+    return np.array(out, dtype=bool)
+
+
 def reasons(paths, in_steps=None):
     s = pd.Series(list(paths), dtype=object).astype(str)
     parts = s.str.split("/")
@@ -42,6 +91,8 @@ def reasons(paths, in_steps=None):
     out = np.full(len(s), "", dtype=object)
     if in_steps is not None:
         out[~np.asarray(in_steps, dtype=bool)] = TI.OUTSIDE
+    out[tfdata(list(s), in_steps)] = TI.TFDATA
+    out[s.map(runtime).to_numpy(bool)] = TI.RUNTIME
     out[config] = TI.CONFIG
     out[own] = TI.OWN
     return out

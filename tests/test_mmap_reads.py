@@ -198,7 +198,7 @@ print(json.dumps([status, int(e[e["path"] == {str(path)!r}]["MMAP_BYTES"].sum())
 
 
 def test_memmapped_input_is_a_staging_candidate_with_its_bytes(attached, tmp_path):
-    from tfdarshan.advice import advisor, tiers as T
+    from tfdarshan.advice import advisor, cost_model, tiers as T
     size = 6 * MIB
     path = tmp_path / "tokens.bin"
     path.write_bytes(os.urandom(size))
@@ -213,11 +213,11 @@ def test_memmapped_input_is_a_staging_candidate_with_its_bytes(attached, tmp_pat
     adv = advisor.recommend(snap, fast, 1 << 30, tiers=[slow])
     c = adv.costs.set_index("path").loc[str(path)]
     requests = -(-size // (128 << 10))
-    assert (c["mmap_bytes"], c["bytes_read"], c["size"], c["mmap_priced"]) == (size, size, size, "probed tier")
+    assert (c["mmap_bytes"], c["bytes_read"], c["size"], c["mmap_priced"]) == (size, size, size, cost_model.PROBED)
     assert c["saving"] == pytest.approx(slow.time(0, 0, requests, size) - fast.time(0, 0, requests, size))
     assert str(path) in {adv.costs["path"].iat[i] for i in adv.chosen}
     (f,) = [f for f in adv.findings if f.title == "Input read through memory maps"]
-    assert f.evidence == {"files": 1, "mmap_bytes": size, "unpriced": 0}
+    assert f.evidence == {"files": 1, "mmap_bytes": size, "unpriced": 0, "in_memory": 0}
     # nothing to price it with: still a candidate with its bytes, no saving claimed, and said so
     adv = advisor.recommend(snap, fast, 1 << 30)
     c = adv.costs.set_index("path").loc[str(path)]

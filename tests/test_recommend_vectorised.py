@@ -18,14 +18,18 @@ from tfdarshan.capture import mounts as M
 
 PARTS = ["", ".cache", ".config", "x.cache", ".cachex", "data", ".nv", "plugins", "tfdarshan", "a.darshan", "é",
          ".keras", "keras.json", "advice.json", "staged.json", "\n", ".local", "share", "profile", "model.ckpt-3",
-         "checkpoint", "x.index", "a.data-00000-of-00001", "_temp", "part-1-of-2", "w.weights.h5.tmp1", "fast"]
+         "checkpoint", "x.index", "a.data-00000-of-00001", "_temp", "part-1-of-2", "w.weights.h5.tmp1", "fast",
+         # tf.data's own files and the MPI runtime's
+         "c_0.lockfile", "c.index.tempstate12", "snapshot.metadata", "snapshot.metadata-tmp-7", "00000001.shard",
+         "00000000.snapshot", "vader_segment.vm.0.1", "pmix_dstor_ds21_1", "ompi.vm.0", "smseg-pmix-1", "sem.mp-1"]
 MOUNTS = [M.Mount("/", "ext4"), M.Mount("/data", "nfs"), M.Mount("/data/fast/", "tmpfs"), M.Mount("/dev/shm", "tmpfs")]
 
 
 def paths(n, seed=1):
     rng = random.Random(seed)
     out = ["", "/", "//", "///x", "/data", "/data/", "/data//x", "/database/x", "/data/fast", "/data/fast/",
-           "<STDERR>", "/dev/shm", ".cache", "/.cache", ".cache/", "a/.nv"]
+           "<STDERR>", "/dev/shm", ".cache", "/.cache", ".cache/", "a/.nv", "/dev/shm/sem.mp-1", "/dev/shm/nccl-a",
+           "/dev/shm/x/sem.y", "/dev/shm/sem.\n"]
     out += [("/" if rng.random() < 0.8 else "") + "/".join(rng.choice(PARTS) for _ in range(rng.randint(0, 6)))
             for _ in range(n)]
     return out
@@ -48,6 +52,9 @@ def test_training_input_reasons_as_before():
     assert (TI.reasons(pd.Series(p, dtype="str")) == want).all()
     in_steps = np.random.default_rng(0).random(len(p)) < 0.5
     assert (TI.reasons(p, in_steps) == old.reasons(p, in_steps)).all()
+    # every new reason is met, without steps and with them
+    for given in (TI.reasons(p), TI.reasons(p, in_steps)):
+        assert (given == TI.TFDATA).sum() > 100 and (given == TI.RUNTIME).sum() > 100
 
 
 def test_checkpoint_names_as_before():

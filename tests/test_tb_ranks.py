@@ -106,7 +106,9 @@ def expected(session_dir):
                                    "duration": st["end"] - st["start"]}))
         snap = tfdarshan.read_darshan_log(log)
         for module, f in (("POSIX", snap.posix), ("STDIO", snap.stdio)):
-            files.append(pd.DataFrame({"path": f["path"], "rank": r, "bytes_read": f[f"{module}_BYTES_READ"]}))
+            files.append(pd.DataFrame({"path": f["path"], "rank": r, "bytes_read": f[f"{module}_BYTES_READ"],
+                                       "io_time": f[f"{module}_F_READ_TIME"] + f[f"{module}_F_WRITE_TIME"]
+                                       + f[f"{module}_F_META_TIME"]}))
     steps, files = pd.concat(steps, ignore_index=True), pd.concat(files, ignore_index=True)
     per_rank = steps.groupby("rank").agg(wait=("wait", "sum"), duration=("duration", "sum"))
     share = per_rank["wait"] / per_rank["duration"]
@@ -135,7 +137,11 @@ def test_rank_views_agree_with_pandas_over_the_logs(server, logdir):
     touched = files.groupby("path")["rank"].nunique()
     assert set(rows) == set(touched.index)
     assert {p: rows[p]["ranks"] for p in rows} == touched.to_dict()
-    assert page["sort"] == "bytes_read" and [r[0] for r in page["rows"]][0].endswith("shared.bin")
+    # slowest first (the time summed over ranks), files that are not input after the others
+    assert (page["sort"], page["order"]) == ("total_time", "desc")
+    spent = files.groupby("path")["io_time"].sum()
+    inputs = [p for p in rows if rows[p]["kind"] == ""]
+    assert page["rows"][0][0] == spent[inputs].idxmax()
     status, summary = _get(server, "summary", q)
     assert summary["ranks"] == RANKS and summary["bytes_read"] == int(files["bytes_read"].sum())
     assert summary["hosts"] == len(set(hosts.values()))

@@ -129,8 +129,8 @@ def stats() -> dict:
         if series.last_step is not None:
             last = series.last_step
     if last is not None:
-        fields = list(steps.FIELDS)
-        step = {f: int(v) for f, v in zip(fields, last["totals"])}
+        summed = dict(zip(steps.FIELDS, last["totals"]))
+        step = {f: int(v) for f, v in steps.step_totals(summed).items()}
         for f in steps.TIME_FIELDS:
             step[f] = step[f] / clock.ticks_per_second
         step["step"] = last["step"]

@@ -26,7 +26,7 @@ h2 { font-size: 15px; font-weight: 500; margin: 20px 0 8px; }
 table { border-collapse: collapse; width: 100%; font-size: 12px; }
 th, td { border-bottom: 1px solid #eee; padding: 4px 6px; text-align: right; white-space: nowrap; }
 th { cursor: pointer; user-select: none; background: #fafafa; position: sticky; top: 0; }
-td.path, th.path, td.tier, th.tier { text-align: left; max-width: 520px; overflow: hidden; text-overflow: ellipsis; }
+td.path, th.path, td.tier, th.tier, td.kind, th.kind { text-align: left; max-width: 520px; overflow: hidden; text-overflow: ellipsis; }
 .muted { color: #777; font-size: 12px; }
 .error { color: #b00020; }
 .advice li { margin: 6px 0; }

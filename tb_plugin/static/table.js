@@ -2,7 +2,7 @@
 // in a per-step chart narrows it to that step's files until its chip is cleared.
 import {PAGE, bytes, el, get, pct, rate, seconds, state} from './util.js';
 
-const LABELS = {path: 'file', interface: 'via', tier: 'tier', bytes_read: 'read', bytes_written: 'written',
+const LABELS = {path: 'file', interface: 'via', tier: 'tier', kind: 'not input', bytes_read: 'read', bytes_written: 'written',
   reads: 'reads', writes: 'writes', opens: 'opens', stats: 'stats', read_time: 'read time',
   write_time: 'write time', meta_time: 'meta time', total_time: 'total time', bandwidth: 'bandwidth',
   mean_request: 'mean request (data reads)', seq_fraction: 'sequential (data reads)', zero_reads: '0-byte reads',
@@ -15,8 +15,12 @@ const FORMAT = {bytes_read: bytes, bytes_written: bytes, read_time: seconds, wri
   mmap_bytes: (v) => v ? `~${bytes(v)}` : bytes(v)};
 // the header's hover text, where a label needs more words
 const HELP = {how: 'ways Darshan\'s counters cannot see: copy_file_range, sendfile, splice, mmap',
+  kind: 'what a file that is not training input is (configuration, tf.data cache or snapshot, MPI runtime, '
+    + 'tfdarshan): listed after the input while the table is by total time, slowest first',
   mmap_bytes: 'pages of the file the process mapped (/proc/self/pagemap): the kernel maps cached neighbours at each '
     + 'fault, so scattered reads are overcounted'};
+// text columns, left-aligned (header and cells alike); numbers go to the right
+const TEXT = new Set(['path', 'tier', 'kind']);
 // null in these is a figure nobody counted (STDIO has no stat counter): '?', never 0
 const UNCOUNTED = new Set(['stats', 'seq_fraction', 'zero_reads']);
 
@@ -48,9 +52,8 @@ export async function fileTable() {
     const page = await get('files', extra);
     if (mine !== latest) return;
     state.sort = page.sort;
-    // text columns (file, tier) are left-aligned, header and cells alike; numbers to the right
     const head = el('tr', {}, ...page.columns.map((col) => el('th', {
-      class: col === 'path' || col === 'tier' ? col : '', 'data-col': col, title: HELP[col] || '',
+      class: TEXT.has(col) ? col : '', 'data-col': col, title: HELP[col] || '',
       onclick: () => {
         state.order = state.sort === col && state.order === 'desc' ? 'asc' : 'desc';
         state.sort = col;
@@ -59,7 +62,7 @@ export async function fileTable() {
       }}, LABELS[col] + (page.sort === col ? (page.order === 'desc' ? ' ▼' : ' ▲') : ''))));
     const rows = page.rows.map((r) => el('tr', {}, ...r.map((v, i) => {
       const col = page.columns[i];
-      return el('td', {class: col === 'path' || col === 'tier' ? col : '', title: col === 'path' ? String(v) : ''},
+      return el('td', {class: TEXT.has(col) ? col : '', title: col === 'path' ? String(v) : ''},
           v == null ? (UNCOUNTED.has(col) ? '?' : '–') : FORMAT[col] ? FORMAT[col](v) : String(v));
     })));
     table.replaceChildren(el('thead', {}, head), el('tbody', {}, ...rows));

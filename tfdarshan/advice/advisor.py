@@ -25,11 +25,12 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from tfdarshan.advice import checkpoint_findings, mapped_input
+from tfdarshan.advice import checkpoint_findings, mapped_input, reread_finding
 from tfdarshan.advice import tiers as T
 from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.compare import compare_runs  # noqa: F401  (re-exported)
 from tfdarshan.advice.cost_model import file_costs  # noqa: F401  (re-exported)
+from tfdarshan.advice import tfdata_files as TD
 from tfdarshan.advice.file_table import human_time
 from tfdarshan.capture.snapshot import Snapshot
 
@@ -246,24 +247,7 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
             f"({int(p['POSIX_OPENS'].sum())} opens, {int(p['POSIX_STATS'].sum())} stats for {files} files).",
             "Fewer, larger files, or a tier with lower open latency (node-local disk, /dev/shm).",
             {"meta_share": meta_time / (read_time + meta_time)}))
-    if "training_input" in costs:
-        costs = costs[costs["training_input"]]
-    if len(costs):
-        # whole times each file was read (bytes read over its size): counts of files, not an average
-        times = np.floor(costs["rereads"].to_numpy(np.float64) + 1e-9).astype(np.int64)
-        reread = times >= 2
-        total = int(costs["size"].sum())
-        avail = _mem_available()
-        if reread.sum() >= max(1, len(costs) // 2) and avail and total < avail / 2:
-            counts = pd.Series(times[reread]).value_counts().sort_index()
-            said = "; ".join(f"{n} {'was' if n == 1 else 'were'} read {k} times in full" for k, n in counts.head(3).items())
-            more = f"; {int(counts.iloc[3:].sum())} more, more often" if len(counts) > 3 else ""
-            out.append(Finding(
-                "HIGH", "The same data is read again every epoch, and it fits in memory",
-                f"of {len(costs)} files, {said}{more}; "
-                f"all input is {total / 2**30:.2f} GiB and {avail / 2**30:.1f} GiB of memory is free.",
-                "Add .cache() to the tf.data pipeline after the read and decode steps, so epochs after the "
-                "first come from memory.", {"dataset_bytes": total, "memory_available": avail}))
+    out.extend(Finding(**f) for f in reread_finding.findings(snap, costs))
     conc = _concurrency(snap)
     if conc is not None and conc < 1.5 and read_time > 0.05 * max(snap.end - snap.start, 1e-9):
         out.append(Finding(
@@ -304,17 +288,6 @@ def _concurrency(snap: Snapshot) -> Optional[float]:
     starts = p["POSIX_F_READ_START_TIMESTAMP"]
     span = float(p["POSIX_F_READ_END_TIMESTAMP"].max() - starts[starts > 0].min()) if (starts > 0).any() else 0
     return float(p["POSIX_F_READ_TIME"].sum()) / span if span > 0 else None
-
-
-def _mem_available() -> Optional[int]:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 # ------------------------------------------------------------------ advice
@@ -427,9 +400,13 @@ def recommend(snap: Snapshot, fast: T.Tier, capacity: Optional[int] = None, *, t
         capacity = fast.capacity if fast.capacity is not None else 0
     if capacity <= 0:
         raise ValueError("the fast tier needs a capacity (free bytes) greater than zero")
-    costs = file_costs(snap, fast, tiers)
-    why = TI.reasons(costs["path"], TI.read_in_steps(costs["path"], step_files))
+    costs = file_costs(snap, fast, tiers, mapped_input.storage_of_mapped(steps, step_files))
+    in_steps = TI.read_in_steps(costs["path"], step_files)
+    # the files written and not read (a cache's lock file) tell what some of the read ones are
+    others = TD.lock_files(snap, costs["path"])
+    why = TI.reasons(costs["path"], in_steps, others)
     costs["training_input"] = why == ""
+    costs["tfdata"] = TD.kinds(costs["path"], in_steps, others)
     values = np.where(_stageable(costs), costs["saving"].to_numpy(np.float64), 0.0) if len(costs) else np.zeros(0)
     if granularity == "dataset" and len(costs):
         ds = np.array(datasets(costs["path"], globs))

@@ -4,7 +4,8 @@ drain to the slow one in the background).
 
 Checkpoint files are known by name (TensorFlow's `<prefix>.index`,
 `<prefix>.data-NNNNN-of-NNNNN`, the `checkpoint` state file and their
-temporary names; Keras' `.keras`/`.weights.h5`; `.ckpt`). Their cost is the
+temporary names; Keras' `.keras`/`.weights.h5`; `.ckpt`), except the
+bundles of a tf.data cache (tfdata_files.py). Their cost is the
 write, metadata and fsync time of both interfaces (TensorFlow writes them
 with fopen/fwrite, so mostly STDIO). Whether that time blocked training is
 read from the step series when there is one: a write that holds up its step
@@ -19,6 +20,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
+from tfdarshan.advice import tfdata_files
 from tfdarshan.advice import tiers as T
 from tfdarshan.advice.file_table import human_time
 from tfdarshan.capture.arrow_text import arrow_paths
@@ -64,10 +66,14 @@ def checkpoint_io(snap: Snapshot, fast: Optional[T.Tier] = None) -> pd.DataFrame
     """Per checkpoint file not on the fast tier: bytes, writes, fsyncs and
     seconds (write + metadata, fsyncs included) over POSIX and STDIO."""
     parts = []
+    # a tf.data cache is a tensor bundle too, with a checkpoint's names: not a checkpoint
+    frames = [f for f in (snap.posix, snap.stdio) if f is not None and len(f)]
+    every = pd.concat([f["path"] for f in frames], ignore_index=True) if frames else pd.Series([], dtype=object)
+    caches = set(every[tfdata_files.kinds(every) != ""]) if len(every) else set()
     for frame, m in ((snap.posix, "POSIX"), (snap.stdio, "STDIO")):
         if frame is None or frame.empty:
             continue
-        f = frame[_checkpoints(frame["path"])]
+        f = frame[_checkpoints(frame["path"]) & ~frame["path"].isin(caches).to_numpy(bool)]
         if fast is not None and fast.path:
             root = fast.path.rstrip("/") + "/"
             f = f[~f["path"].str.startswith(root)]

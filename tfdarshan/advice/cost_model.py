@@ -14,15 +14,22 @@ interval gives the range the advice quotes; a file with no peers has a
 range from nothing to twice its cost.
 
 Files read through mmap are candidates too, with their mapped bytes (an
-estimate: kernel_io.py). Page faults are not calls, so nothing measured
-their time: the mapped part is priced by the current tier's probed model
-when one is known, else at the read bandwidth measured on its mount, and
-otherwise left unpriced (no saving claimed) and said so; on the fast tier
-as reads of MAPPED_REQUEST bytes (the kernel's read-around for a fault)."""
+estimate: kernel_io.py). Page faults are not calls, so no call measured
+their time. What is measured is whether the steps that mapped the file's
+pages read from storage (the step series' major page faults and block-
+device read bytes): when they read nothing, on a file system where those
+count its reads (a local disk's, or memory), the pages came from memory,
+so the mapped part cost no storage time and staging saves nothing of it.
+(FUSE and network file systems read past the block layer: there the
+counts cannot say.) Otherwise it is priced by the
+current tier's probed model when one is known (an estimate, said so), and
+else left unpriced: no saving claimed, and said so. Never from other
+files' reads. On the fast tier it is priced as reads of MAPPED_REQUEST
+bytes (the kernel's read-around for a fault)."""
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,19 +46,28 @@ COLUMNS = ["path", "size", "tier", "opens", "stats", "reads", "bytes_read", "rea
            "saving", "saving_low", "saving_high", "rereads", "on_fast_tier", "meta_unit", "read_unit",
            "mmap_bytes", "mmap_priced"]
 MAPPED_REQUEST = 128 * 1024
+# how the mapped part of a file was priced (mmap_priced; "" when it was not)
+IN_MEMORY = "in memory (the steps that mapped it read nothing from storage)"
+PROBED = "the probed tier (an estimate)"
+# file systems whose reads from storage the block layer counts (/proc/self/io read_bytes), or held in memory
+COUNTED_STORAGE = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "jfs", "vfat", "exfat", "tmpfs",
+                             "ramfs", "hugetlbfs"})
 
 
-def file_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier] = ()) -> pd.DataFrame:
+def file_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier] = (),
+               mapped_storage: Optional[Dict[str, Optional[int]]] = None) -> pd.DataFrame:
     """One row per file read in the snapshot: size, work done, time measured
     now, time expected now (from its peers, with a range), time predicted
     on `fast`, and the saving (expected minus predicted, with a range).
     bytes_read includes mmap_bytes; mmap_priced says how the mapped part
-    was priced ("" when it was not)."""
+    was priced ("" when it was not). mapped_storage: per path read through
+    mmap, what the steps that mapped it read from storage (mapped_input.
+    storage_of_mapped: 0 for nothing; None, or a path missing: nobody counted)."""
     mapped = _mapped(snap)
     measured = _measured_costs(snap, fast, tiers)
     if not len(mapped):
         return measured
-    return _with_mapped(snap, measured, mapped, fast, tiers)
+    return _with_mapped(snap, measured, mapped, fast, tiers, mapped_storage or {})
 
 
 def _mapped(snap: Snapshot) -> pd.Series:
@@ -64,7 +80,7 @@ def _mapped(snap: Snapshot) -> pd.Series:
 
 
 def _with_mapped(snap: Snapshot, measured: pd.DataFrame, mapped: pd.Series, fast: T.Tier,
-                 tiers: Sequence[T.Tier]) -> pd.DataFrame:
+                 tiers: Sequence[T.Tier], storage: Dict[str, Optional[int]]) -> pd.DataFrame:
     """The measured files' costs plus their mapped part, and rows for files
     only read through mappings."""
     names = dict(zip(snap.posix["record_id"], snap.posix["path"]))
@@ -79,15 +95,16 @@ def _with_mapped(snap: Snapshot, measured: pd.DataFrame, mapped: pd.Series, fast
     out = out.astype({c: float for c in COLUMNS if c not in ("path", "tier", "on_fast_tier", "mmap_priced")})
     out = out.astype({"on_fast_tier": bool, "size": np.int64, "mmap_bytes": np.int64})
     mounts = [M.Mount(m, t) for m, t in snap.meta.get("mounts") or []] or M.current()
-    bandwidth = _mount_bandwidth(measured, mounts)
     for i, path in enumerate(out["path"]):
         b = mapped_paths.get(path, 0)
         if not b:
             continue
         requests = -(-b // MAPPED_REQUEST)
-        now, how = _mapped_now(path, b, requests, tiers, bandwidth, mounts)
+        mount = M.mount_of(path, mounts)
+        read = storage.get(path) if mount is not None and mount.fstype in COUNTED_STORAGE else None
+        now, how = _mapped_now(path, b, requests, tiers, read)
         on_fast = bool(out.at[i, "on_fast_tier"])
-        later = fast.time(0, 0, requests, b) if now is not None and not on_fast else (now or 0.0)
+        later = fast.time(0, 0, requests, b) if now and not on_fast else (now or 0.0)
         gain = max((now or 0.0) - later, 0.0)
         for c in ("expected_time", "expected_low", "expected_high"):
             out.at[i, c] = float(out.at[i, c]) + (now or 0.0)
@@ -115,22 +132,13 @@ def _mapped_only_row(path: str, fast: T.Tier, tiers: Sequence[T.Tier]) -> dict:
             "meta_unit": 0.0, "read_unit": 0.0, "mmap_bytes": 0, "mmap_priced": ""}
 
 
-def _mount_bandwidth(measured: pd.DataFrame, mounts) -> dict:
-    """Read bandwidth measured per mount point (bytes / time in reads)."""
-    if measured.empty:
-        return {}
-    g = measured.assign(mount=M.points_of(measured["path"], mounts)).groupby("mount")[["bytes_read", "read_time"]].sum()
-    return {m: r.bytes_read / r.read_time for m, r in g.iterrows() if r.read_time > 0 and r.bytes_read > 0}
-
-
-def _mapped_now(path: str, nbytes: int, requests: int, tiers, bandwidth: dict, mounts):
+def _mapped_now(path: str, nbytes: int, requests: int, tiers, read_from_storage: Optional[int]):
     """(seconds the mapped part costs now, how it was priced) or (None, "")."""
+    if read_from_storage == 0:
+        return 0.0, IN_MEMORY
     tier = T.tier_for(path, tiers) if tiers else None
     if tier is not None:
-        return tier.time(0, 0, requests, nbytes), "probed tier"
-    bw = bandwidth.get(M.points_of(pd.Series([path]), mounts)[0])
-    if bw:
-        return nbytes / bw, "read bandwidth on its mount"
+        return tier.time(0, 0, requests, nbytes), PROBED
     return None, ""
 
 

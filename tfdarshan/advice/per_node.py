@@ -60,8 +60,7 @@ class NodePlans:
         return (f"Sharded plans (each node stages what saves its own ranks most): save {human_time(s)} of input "
                 f"I/O time over {len(self.nodes)} nodes, copying {human_bytes(c['sharded'])}. Replicated plan "
                 f"(one set of {len(self.replicated)} files chosen for the whole job, staged on every node): saves "
-                f"{human_time(r)}, copying {human_bytes(c['replicated'])}. Sharded saves "
-                f"{human_time(s - r)} more" + (f" ({100 * (s - r) / r:.0f} %)." if r > 0 else "."))
+                f"{human_time(r)}, copying {human_bytes(c['replicated'])}. " + _which_saves_more(s, r))
 
     def to_dict(self) -> Dict:
         return {"fast_tier": self.fast_tier.to_dict(), "summary": self.summary(),
@@ -71,6 +70,18 @@ class NodePlans:
                               "files": self.paths(h), "bytes": a.bytes(a.chosen), "saving": self.saving(h),
                               "current_time": a.current_time, "replicated_saving": self.replicated_saving[h]}
                           for h, a in self.nodes.items()}}
+
+
+def _which_saves_more(sharded: float, replicated: float) -> str:
+    """"Sharded saves 1.2 ms more (15 %).", the other way round, or a tie;
+    never a negative "more"."""
+    if sharded == replicated:
+        return "Both save the same."
+    more, less = max(sharded, replicated), min(sharded, replicated)
+    name = "Sharded" if sharded > replicated else "Replicated"
+    share = 100 * (more - less) / less if less > 0 else None
+    said = "" if share is None else f" ({share:.0f} %)" if share >= 1 else " (under 1 %)"
+    return f"{name} saves {human_time(more - less)} more{said}."
 
 
 def plan(host_snaps: Dict[str, Snapshot], fast: T.Tier, capacity: Dict[str, int],

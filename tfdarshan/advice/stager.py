@@ -77,22 +77,44 @@ def destination_for(source: str, root: str) -> str:
 
 
 def make_manifest(sources: Iterable[str], root: str, *, progress: bool = False) -> Dict:
+    """The manifest of the sources that still exist; those gone since the
+    run (a temporary file renamed away, data deleted) are listed under
+    `vanished`, never a failure. A source that is there but unreadable is."""
     root = os.path.abspath(root)      # a relative fast tier must still give absolute destinations
-    entries = []
-    items = list(sources)
-    bar = _bar(sum(os.stat(s).st_size for s in items), "checksums", progress)
+    entries, vanished, items = [], [], []
     with _native.suppressed():
-        for s in items:
+        for s in sources:
+            try:
+                items.append((s, os.stat(s).st_size))
+            except FileNotFoundError:
+                vanished.append(os.path.abspath(s))
+            except OSError as e:
+                raise TfdarshanError(f"{s}: cannot read to checksum it ({e.strerror})") from None
+        bar = _bar(sum(size for _, size in items), "checksums", progress)
+        for s, _ in items:
             try:
                 size = os.stat(s).st_size
                 digest = sha256_of(s)
+            except FileNotFoundError:           # gone while the others were checksummed
+                vanished.append(os.path.abspath(s))
+                continue
             except OSError as e:
                 raise TfdarshanError(f"{s}: cannot read to checksum it ({e.strerror})") from None
             entries.append({"source": os.path.abspath(s), "destination": destination_for(s, root),
                             "size": size, "sha256": digest})
             bar.update(size)
     bar.close()
-    return {"format": FORMAT, "created": time.time(), "root": root, "entries": entries}
+    return {"format": FORMAT, "created": time.time(), "root": root, "entries": entries, "vanished": vanished}
+
+
+def vanished_line(manifest: Dict, limit: int = 3) -> str:
+    """The sentence naming the files a manifest left out as gone since the run, "" for none."""
+    gone = manifest.get("vanished") or []
+    if not gone:
+        return ""
+    more = f" and {len(gone) - limit} more" if len(gone) > limit else ""
+    return (f"{len(gone)} recommended file{'s' if len(gone) != 1 else ''} no longer exist{'s' if len(gone) == 1 else ''}"
+            f" (gone since the run), left out of the manifest: {', '.join(gone[:limit])}{more}")
 
 
 def make_node_manifest(node_sources: Dict[str, List[str]], root: str, *, progress: bool = False) -> Dict:
@@ -101,7 +123,9 @@ def make_node_manifest(node_sources: Dict[str, List[str]], root: str, *, progres
     is the same path on every node (its own fast tier)."""
     union = sorted({s for sources in node_sources.values() for s in sources})
     m = make_manifest(union, root, progress=progress)
-    m["nodes"] = {h: sorted(os.path.abspath(s) for s in sources) for h, sources in sorted(node_sources.items())}
+    kept = {e["source"] for e in m["entries"]}
+    m["nodes"] = {h: sorted(x for x in (os.path.abspath(s) for s in sources) if x in kept)
+                  for h, sources in sorted(node_sources.items())}
     return m
 
 

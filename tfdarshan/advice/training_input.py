@@ -1,10 +1,13 @@
 """Which of a session's files are training input, the only files staging
 may move: files read inside training steps (inside the window, when it has
-no step markers), and never a user's configuration or cache files (Keras'
-keras.json, matplotlib's font cache, ~/.cache, ~/.config) nor tfdarshan's
-own state (the staging map staged.json, stored tiers, session files). What
-is left out is said, with why; the rules look at path components, so they
-hold for logs from any user and machine."""
+no step markers), through calls or through memory maps, and never a user's
+configuration or cache files (Keras' keras.json, matplotlib's font cache,
+~/.cache, ~/.config), tf.data's own cache and snapshot files
+(tfdata_files.py), the runtime's shared-memory segments (Open MPI's
+vader/sm segments, PMIx's dstor files), nor tfdarshan's own state (the
+staging map staged.json, stored tiers, session files). What is left out is
+said, with why; the rules look at path components, so they hold for logs
+from any user and machine."""
 from __future__ import annotations
 
 import os
@@ -16,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tfdarshan.advice import tfdata_files
 from tfdarshan.capture.arrow_text import arrow_paths
 
 # a path with one of these components is configuration or cache, not data
@@ -27,20 +31,35 @@ OWN_SUFFIXES = (".darshan", ".steps.parquet", ".step_files.parquet", ".coverage.
                 "/staged.json", "/tiers.json", ".manifest.json", ".state.json", ".xplane.pb")
 OWN_ENV = ("TFDARSHAN_STAGING_MAP",)
 
+# the MPI runtime's own files: shared-memory transports and the launcher's session
+# directories (Open MPI 4 and 5, PMIx, MPICH, Intel MPI, UCX, NCCL, POSIX semaphores)
+RUNTIME_PATTERNS = (
+    r"(^|/)(ompi|prte|prterun)\.[^/]+\.\d+/",                    # Open MPI / PRRTE session directories
+    r"(^|/)pmix[^/]*/", r"(^|/)[^/]*pmix[^/]*$",                   # PMIx dstor segments and locks
+    r"(^|/)(vader_segment|sm_segment|psm2?_shm|mpich_shar_tmp|shm-col-space-|Intel_MPI_|ucx_shm)[^/]*$",
+    r"^/dev/shm/(sem\.|nccl-)[^/]*$")
+
 CONFIG = "a user configuration or cache file (Keras, matplotlib, ~/.cache, ~/.config), not training data"
 OWN = "tfdarshan's own state or output (staging map, tiers, session files)"
+TFDATA = ("tf.data's own cache or snapshot file (ds.cache(filename), ds.snapshot(path)), made from the input by "
+          "the pipeline itself: to have it on the fast tier, give cache() or snapshot() a path there")
+RUNTIME = "the MPI runtime's own shared memory or session files (Open MPI, PMIx), not data"
 OUTSIDE = "read only outside the training steps (set-up before the first step, or after the last)"
+REASONS = (CONFIG, OWN, TFDATA, RUNTIME, OUTSIDE)
+# the file table's short words for a file that is not training input, by reason
+KIND = {CONFIG: "configuration", OWN: "tfdarshan", RUNTIME: "MPI runtime", OUTSIDE: ""}
 
 
 def _env_dirs(names) -> Tuple[str, ...]:
     return tuple(os.path.join(os.path.abspath(os.environ[n]), "") for n in names if os.environ.get(n))
 
 
-def reasons(paths: Sequence[str], in_steps: Optional[np.ndarray] = None) -> np.ndarray:
+def reasons(paths: Sequence[str], in_steps: Optional[np.ndarray] = None, also: Sequence[str] = ()) -> np.ndarray:
     """Per path, why it is not training input ("" when it is). in_steps:
     whether each path was read inside a training step (None: no steps to
-    tell, every file counts as read in the window). Vectorised with Arrow's
-    string kernels: a session can read a million files."""
+    tell, every file counts as read in the window); also: the session's
+    other paths, which tell a tf.data cache by its lock file. Vectorised
+    with Arrow's string kernels: a session can read a million files."""
     if isinstance(paths, pd.Series) and pd.api.types.is_string_dtype(paths.dtype) and paths.dtype != object:
         s = pa.array(paths, type=pa.string())       # already Arrow text: no Python object a path
     else:
@@ -54,6 +73,8 @@ def reasons(paths: Sequence[str], in_steps: Optional[np.ndarray] = None) -> np.n
     own = np.zeros(len(s), dtype=bool)
     own |= test(pc.match_substring_regex(s, "|".join(re.escape(d) for d in OWN_DIRS)))
     own |= test(pc.match_substring_regex(s, "(" + "|".join(re.escape(x) for x in OWN_SUFFIXES) + ")$"))
+    runtime = test(pc.match_substring_regex(s, "|".join(RUNTIME_PATTERNS)))
+    tfdata = tfdata_files.kinds(s, in_steps, also) != ""
     for name in OWN_ENV:
         if os.environ.get(name):
             own |= test(pc.equal(s, os.path.abspath(os.environ[name])))
@@ -62,8 +83,23 @@ def reasons(paths: Sequence[str], in_steps: Optional[np.ndarray] = None) -> np.n
     out = np.full(len(s), "", dtype=object)
     if in_steps is not None:
         out[~np.asarray(in_steps, dtype=bool)] = OUTSIDE
+    out[tfdata] = TFDATA
+    out[runtime] = RUNTIME
     out[config] = CONFIG
     out[own] = OWN
+    return out
+
+
+def kinds(paths: Sequence[str], in_steps: Optional[np.ndarray] = None) -> np.ndarray:
+    """Per path, what a file that is not input is, in a word or two for
+    the file table ("configuration", "tf.data cache", "MPI runtime",
+    "tfdarshan"); "" for input and for what is unknown. The paths are the
+    session's (a cache is told by its lock file among them)."""
+    why = reasons(paths, in_steps)
+    out = np.array([KIND.get(w, "") for w in why], dtype=object) if len(why) else np.zeros(0, dtype=object)
+    tf = why == TFDATA
+    if tf.any():
+        out[tf] = tfdata_files.kinds(paths, in_steps)[tf]
     return out
 
 
@@ -77,7 +113,9 @@ def read_in_steps(paths: Sequence[str], step_files: Optional[pd.DataFrame]) -> O
     real = step_files[step_files["step"] >= 0]
     if real.empty:
         return None
-    read = real[(real["reads"] > 0) | (real["bytes_read"] > 0)]
+    # through calls, or through a memory map (its pages brought in inside the step)
+    mapped = real["mmap_bytes"] > 0 if "mmap_bytes" in real else False
+    read = real[(real["reads"] > 0) | (real["bytes_read"] > 0) | mapped]
     s = pd.Series(list(paths), dtype=object)
     inside = s.isin(set(read["path"])).to_numpy(bool)
     patterns = set(pattern(pd.Series(read["path"].unique(), dtype=object)))
@@ -92,7 +130,7 @@ def pattern(paths: pd.Series) -> pd.Series:
 def left_out(paths: Sequence[str], sizes: Sequence[int], why: np.ndarray) -> List[Dict]:
     """What was left out, grouped by reason: files, bytes and a few examples."""
     out = []
-    for reason in (CONFIG, OWN, OUTSIDE):
+    for reason in REASONS:
         idx = np.nonzero(why == reason)[0]
         if len(idx):
             out.append({"reason": reason, "files": int(len(idx)), "bytes": int(np.asarray(sizes)[idx].sum()),

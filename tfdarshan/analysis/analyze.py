@@ -37,7 +37,7 @@ TABLES = ("files", "ranks", "steps", "mounts", "rank_mounts")
 SKIPPED = "skipped.json"        # the logs left out as unreadable, and why
 SCHEMA = "schema.json"          # each table's columns and their types, as written
 # the tables' layout: tables of another version are built again
-VERSION = "4"
+VERSION = "5"
 GROUPS = 32                     # about this many tasks read the logs (progress in as many steps)
 PAIRS_A_BUCKET = 64 * 10_000    # (rank, file) values one merge task sorts, roughly
 Progress = Callable[[str, int, int], None]      # (stage, done, total), as cli/progress.py takes it

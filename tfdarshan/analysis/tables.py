@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.capture import counters as C
+from tfdarshan.capture import kernel_io as K
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import input_wait
 from tfdarshan.logs.series import SETUP_STEP
@@ -21,8 +22,10 @@ FILE_ROWS = {"path": "object", "mount": "object", "rank": "int64", "bytes_read":
              "bytes_written": "int64", "io_time": "float64", "opens": "int64"}
 # what Darshan's counters cannot see, per file and summed over ranks (kernel_io.py):
 # kernel-side copies and mapped reads (an estimate), by the step series' names
+# (the *_once columns: each copy once, on its source else its destination, so that
+# their sum over files is what the copies moved: kernel_io.ONCE)
 KERNEL_SUMS = ("copy_bytes_read", "copy_bytes_written", "mmap_bytes", "copy_file_range_bytes", "sendfile_bytes",
-               "splice_bytes")
+               "splice_bytes", *K.SERIES_ONCE.values())
 # the rank's coverage record (capture/coverage.py), NaN without one
 COVERAGE = ("counted_bytes", "kernel_bytes", "excluded_bytes")
 # input_wait (a share, per rank) and a step's input_wait (seconds) are input_wait.py's:
@@ -206,7 +209,8 @@ def _records(log: str) -> Tuple[Dict[str, np.ndarray], dict]:
         name_ids, name_paths = names[0], np.array(names[1], dtype=object)
         # a damaged log may name an id twice: the last name wins, as read_darshan_log reads it
         order = np.argsort(name_ids, kind="stable")
-        last = np.r_[name_ids[order][1:] != name_ids[order][:-1], True]
+        # (a log with no records names none: nothing to keep, and no last one)
+        last = np.r_[name_ids[order][1:] != name_ids[order][:-1], True][: len(name_ids)]
         name_ids, name_paths = name_ids[order][last], name_paths[order][last]
         with open(log, "rb") as f:
             for module in ("POSIX", "STDIO"):

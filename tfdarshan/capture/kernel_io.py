@@ -31,10 +31,22 @@ FIELDS = {
     "SENDFILE_BYTES": "KC_SENDFILE_BYTES",
     "SPLICE_BYTES": "KC_SPLICE_BYTES",
     "MMAP_BYTES": "MMAP_BYTES",                  # brought in through mappings (an estimate)
+    # each copy once, by mechanism (on its source, else its destination, as COPY_TIME): sums over
+    # files are what the calls returned, where the columns above count a copy on both its files
+    "COPY_FILE_RANGE_ONCE": "KC_CFR_ONCE",
+    "SENDFILE_ONCE": "KC_SENDFILE_ONCE",
+    "SPLICE_ONCE": "KC_SPLICE_ONCE",
 }
 TIME_FIELDS = ("COPY_READ_TIME", "COPY_WRITE_TIME", "COPY_TIME")
 SERIES = {c.lower(): f for c, f in FIELDS.items()}
 SERIES_TIME_FIELDS = tuple(c.lower() for c in TIME_FIELDS)
+
+# a mechanism's bytes per file (both ends of a copy) -> the same counted once a copy
+ONCE = {"COPY_FILE_RANGE_BYTES": "COPY_FILE_RANGE_ONCE", "SENDFILE_BYTES": "SENDFILE_ONCE",
+        "SPLICE_BYTES": "SPLICE_ONCE"}
+SERIES_ONCE = {k.lower(): v.lower() for k, v in ONCE.items()}
+# a step's totals (logs/series.py) hold each copy once in the mechanisms' own columns
+STEP_COPY_COLUMNS = tuple(SERIES_ONCE)
 
 # how a file's data moved, as the table and the tab label it: the column that says so
 MECHANISMS = {"copy_file_range": "COPY_FILE_RANGE_BYTES", "sendfile": "SENDFILE_BYTES",
@@ -113,6 +125,21 @@ def per_file(extra: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["bytes_read", "bytes_written"], ascending=False, kind="stable").reset_index(drop=True)
 
 
+def copied_bytes(extra: pd.DataFrame) -> int:
+    """Bytes moved by kernel-side copies, each copy once (what the calls
+    returned): a copy between two recorded files is on both of their rows."""
+    if extra.empty:
+        return 0
+    return int(sum(extra[c].sum() for c in ONCE.values()))
+
+
+def copied_bytes_of_table(t: pd.DataFrame) -> int:
+    """copied_bytes() for a table with the step series' column names."""
+    if t.empty:
+        return 0
+    return int(sum(t[c].sum() for c in SERIES_ONCE.values() if c in t))
+
+
 def kernel_counted_bytes(extra: pd.DataFrame) -> int:
     """What of the copies /proc/self/io also counts (its rchar and wchar
     see copy_file_range and sendfile, not splice), for the coverage share."""
@@ -136,6 +163,11 @@ def describe(files: pd.DataFrame, limit: int = 5) -> List[str]:
     if len(files) > limit:
         out.append(f"... and {len(files) - limit} more files")
     return out
+
+
+def describe_bytes(n: float) -> str:
+    """Bytes as describe() writes them: "64.0 MiB"."""
+    return _mib(n)
 
 
 def _mib(n: float) -> str:

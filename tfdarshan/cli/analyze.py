@@ -24,7 +24,6 @@ def run(args: argparse.Namespace) -> int:
     import pathlib
     from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
     from tfdarshan.capture import live
-    from tfdarshan.capture import mounts as M
     from tfdarshan.logs import input_wait, live_log, skipping
     from tfdarshan.logs.logdir import pick_session
     src = pathlib.Path(args.source)
@@ -62,20 +61,40 @@ def run(args: argparse.Namespace) -> int:
     if len(waits):
         print(f"ranks waiting longest on file I/O ({input_wait.LABEL}, {input_wait.CAPPED}): " + ", ".join(
             f"rank {int(x.rank)} {100 * x.input_wait:.1f} %" for x in waits.head(5).itertuples()))
-    # the most shared file that moved data (every rank has <STDERR>, and opens lock files)
-    moved = files[(files["bytes_read"] + files["bytes_written"] > 0) & ~files["path"].isin(M.STREAM_PATHS)]
-    top = (moved if len(moved) else files).sort_values(["ranks", "bytes_read"]).tail(1)
-    print(f"most shared file: {top['path'].iat[0]} ({int(top['ranks'].iat[0])} of {r['ranks']} ranks)"
-          if len(top) else "no files", file=sys.stdout)
+    print(most_shared_line(files, r["ranks"], "ranks" if any(".rank" in str(x) for x in ranks["log"])
+                           else "processes"))
     _print_kernel_files(files)
     return 0
+
+
+def most_shared_line(files, logs: int, noun: str) -> str:
+    """The data file the most ranks moved data of; only a file of two or more
+    is shared, and the streams, configuration files (the font cache every
+    process reads), tf.data's and the runtime's own files are not data."""
+    from tfdarshan.advice import training_input as TI
+    from tfdarshan.capture import mounts as M
+    moved = files[(files["bytes_read"] + files["bytes_written"] > 0) & ~files["path"].isin(M.STREAM_PATHS)
+                  & (files["ranks"] >= 2)]
+    moved = moved[TI.reasons(moved["path"]) == ""] if len(moved) else moved
+    if moved.empty:
+        return f"shared files: none (no data file was read or written by more than one of the {logs} {noun})"
+    top = moved.sort_values(["ranks", "bytes_read"], kind="stable").tail(1)
+    return f"most shared file: {top['path'].iat[0]} ({int(top['ranks'].iat[0])} of {logs} {noun})"
 
 
 def _print_kernel_files(files) -> None:
     """The files whose data also moved where Darshan's counters cannot see."""
     import pandas as pd
+    from tfdarshan.advice import training_input as TI
     from tfdarshan.capture import kernel_io as K
     k = files[(files[["copy_bytes_read", "copy_bytes_written", "mmap_bytes"]] > 0).any(axis=1)]
+    # the MPI runtime maps its own shared memory: runtime I/O, said apart from the data's
+    runtime = TI.reasons(k["path"]) == TI.RUNTIME if len(k) else []
+    if len(k) and runtime.any():
+        r = k[runtime]
+        print(f"the MPI runtime's own shared memory (Open MPI, PMIx), mapped, not data: {len(r)} files, "
+              f"~{K.describe_bytes(int(r['mmap_bytes'].sum()))} summed over ranks")
+        k = k[~runtime]
     if k.empty:
         return
     shaped = pd.DataFrame({"path": k["path"], "bytes_read": k["copy_bytes_read"] + k["mmap_bytes"],

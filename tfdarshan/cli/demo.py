@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     first, last = 2, args.steps - 1
     print(f"training {args.steps} steps; the Keras TensorBoard callback profiles steps {first}-{last}")
     t0 = time.perf_counter()
-    model.fit(build_pipeline(paths, args.batch), steps_per_epoch=args.steps, epochs=1, verbose=0,
+    # (the pipeline shuffles: Keras' own shuffle would only warn that it is ignored for a dataset)
+    model.fit(build_pipeline(paths, args.batch), steps_per_epoch=args.steps, epochs=1, verbose=0, shuffle=False,
               callbacks=[tf.keras.callbacks.TensorBoard(str(tb), profile_batch=(first, last))])
     print(f"trained in {time.perf_counter() - t0:.2f} s\n")
     session = find_sessions(tb)[-1]

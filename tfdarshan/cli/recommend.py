@@ -150,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
     if args.per_node:
         return per_node(args, capacity)
     from tfdarshan.advice import render as advice_report, advisor
-    from tfdarshan.advice.stager import make_manifest
+    import numpy as np
+    from tfdarshan.advice.stager import make_manifest, vanished_line
     snap, steps, session_dir, picked, step_files, session = _load(args.source, args.session)
     tier = fast_tier(args.fast_tier, args.tiers)
     cap = capacity_of(capacity, snap, tier)
@@ -180,10 +181,16 @@ def run(args: argparse.Namespace) -> int:
         root = args.staging_root or os.path.join(args.fast_tier, "tfdarshan-staged")
         chosen = [advice.costs["path"].iat[i] for i in advice.chosen]
         manifest = make_manifest(chosen, root, progress=sys.stderr.isatty())
-        manifest["advice"] = {"predicted_saving": advice.saving(advice.chosen), "source": str(args.source),
+        # the prediction is the saving of what the manifest stages: not of files gone since the run
+        gone = set(manifest["vanished"])
+        kept = np.array([i for i in advice.chosen if os.path.abspath(advice.costs["path"].iat[i]) not in gone],
+                        dtype=np.int64)
+        manifest["advice"] = {"predicted_saving": advice.saving(kept), "source": str(args.source),
                               "session": str(session_dir) if session_dir is not None else None}
         pathlib.Path(args.manifest).write_text(json.dumps(manifest, indent=1))
-        print(f"wrote the staging manifest {args.manifest} ({len(chosen)} files)", file=sys.stderr)
+        if gone:
+            print(f"tfdarshan recommend: {vanished_line(manifest)}", file=sys.stderr)
+        print(f"wrote the staging manifest {args.manifest} ({len(manifest['entries'])} files)", file=sys.stderr)
     if picked:
         print(f"tfdarshan recommend: read {picked}", file=sys.stderr)
     return 0
@@ -249,7 +256,7 @@ def rank_findings(session_dir, toml_files, per_node: bool = False):
 def per_node(args: argparse.Namespace, capacity) -> int:
     """A plan per host of the session's rank table, and the manifest with a part per node."""
     from tfdarshan.advice import per_node as P, render as advice_report
-    from tfdarshan.advice.stager import make_node_manifest
+    from tfdarshan.advice.stager import make_node_manifest, vanished_line
     from tfdarshan.analysis.analyze import tables_of
     from tfdarshan.logs.logdir import load_snapshot, pick_session, session_at
     if not os.path.isdir(args.source):
@@ -274,6 +281,8 @@ def per_node(args: argparse.Namespace, capacity) -> int:
     if args.manifest:
         root = args.staging_root or os.path.join(args.fast_tier, "tfdarshan-staged")
         manifest = make_node_manifest({h: plans.paths(h) for h in plans.nodes}, root, progress=sys.stderr.isatty())
+        if manifest["vanished"]:
+            print(f"tfdarshan recommend: {vanished_line(manifest)}", file=sys.stderr)
         manifest["advice"] = {"predicted_saving": plans.sharded_total, "source": str(args.source),
                               "session": str(session.directory),
                               "node_savings": {h: plans.saving(h) for h in plans.nodes}}

@@ -24,6 +24,7 @@ import argparse
 import importlib.util
 import os
 import pathlib
+import re
 import runpy
 import sys
 
@@ -101,6 +102,34 @@ def check_module(name: str) -> None:
         raise TfdarshanError(f"-m {name}: no module named {name}")
 
 
+# `tfdarshan run -- python train.py`: the interpreter named before the script
+PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
+
+
+def interpreter_given(args: argparse.Namespace) -> None:
+    """Accept `python script.py ...` and `python -m module ...` as the
+    script and its arguments: the script runs in tfdarshan's own Python
+    (which is said, when it is not the one named). Other interpreter
+    options are refused with what to type instead."""
+    named, rest = args.script, list(args.args)
+    if rest[:1] == ["-m"] and len(rest) >= 2:
+        args.module, args.script, args.args = rest[1], None, rest[2:]
+        if args.args:
+            args.script, args.args = args.args[0], args.args[1:]
+        what = f"-m {args.module}"
+    elif rest and not rest[0].startswith("-"):
+        args.script, args.args = rest[0], rest[1:]
+        what = args.script
+    else:
+        raise TfdarshanError(f"{named} {' '.join(rest)}".strip() + ": give the script itself, without the "
+                             "interpreter or its options: tfdarshan run [options] script.py args... "
+                             "(or -m module args...)")
+    import shutil
+    found = shutil.which(named) if os.sep not in named else named
+    if not found or os.path.realpath(found) != os.path.realpath(sys.executable):
+        print(f"tfdarshan run: running {what} in this Python ({sys.executable}), not {named}", file=sys.stderr)
+
+
 def prepared_run(args: argparse.Namespace, steps, flight):
     """The WholeRun, once the log directory has taken a probe file (and the
     ranks of a job have agreed on their session directory): a log directory
@@ -122,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
     # refused before attaching: a mistake must not leave a log behind
     if os.path.exists(args.logdir) and not os.path.isdir(args.logdir):
         raise TfdarshanError(f"--logdir {args.logdir}: exists and is not a directory")
+    if not args.module and args.script and PYTHON.fullmatch(os.path.basename(args.script)):
+        interpreter_given(args)
     if args.module:
         check_module(args.module)
         target, argv = args.module, [args.module] + ([args.script] if args.script else []) + args.args
@@ -130,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
             raise TfdarshanError("nothing to run: give a script (or -m module)")
         script = pathlib.Path(args.script)
         if not script.is_file():
-            raise TfdarshanError(f"{script}: no such script")
+            raise TfdarshanError(f"{script}: no such script (usage: tfdarshan run [options] script.py args..., "
+                                 f"or -m module args...)")
         target, argv = str(script), [str(script)] + args.args
     run = prepared_run(args, steps, flight)
     sys.argv = argv                 # before start: the live log names the program as the log will

@@ -22,7 +22,12 @@ TIME_FIELDS = ("read_time", "write_time", "meta_time", *K.SERIES_TIME_FIELDS)
 # series written before these columns existed read them as zero
 OPTIONAL_FIELDS = tuple(K.SERIES)
 
-STEP_COLUMNS = ["step", "start", "end", "files", *FIELDS]
+# a step's totals: the per-file fields summed, except that a copy between two
+# recorded files is on both their rows, so its mechanism's bytes are summed
+# from the fields that hold each copy once (kernel_io.ONCE), which are not
+# columns of their own there
+STEP_FIELDS = [c for c in FIELDS if c not in K.SERIES_ONCE.values()]
+STEP_COLUMNS = ["step", "start", "end", "files", *STEP_FIELDS]
 # step labels that are not training steps: a window without step markers is
 # one entry; a window with them has its set-up (before the first step
 # began) and its wind-down (after the last step ended) apart
@@ -32,7 +37,17 @@ NOT_STEPS = {WINDOW_STEP: "the window (no step markers)", SETUP_STEP: "set-up, b
 # optional (older series lack it): the step the window's end cut short, whose
 # duration may include profiler shutdown
 CUT_COLUMN = "cut_by_window_end"
+# optional (older series and the flight recorder's lack them, and then nobody
+# counted): what the process read from storage in the step beyond its calls'
+# bytes: major page faults, and bytes read from block devices (tf/steps.py)
+STORAGE_COLUMNS = ("major_faults", "storage_read_bytes")
 FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
+
+
+def step_totals(sums) -> dict:
+    """A step's totals (STEP_FIELDS) from its files' fields summed (a
+    mapping of FIELDS' names to sums, such as a Series): every byte once."""
+    return {c: sums[K.SERIES_ONCE.get(c, c)] for c in STEP_FIELDS}
 
 
 def write_parquet(df: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
@@ -87,6 +102,10 @@ def read_series(path: pathlib.Path, columns) -> pd.DataFrame:
             raise TfdarshanError(f"{path}: step series column {c} is {v.dtype}, not numbers")
         if len(v) and not np.isfinite(v.to_numpy(dtype=np.float64)).all():
             raise TfdarshanError(f"{path}: step series column {c} holds NaN or infinite values")
+    for c in STORAGE_COLUMNS:
+        if c in df and not (pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+                            and (not len(df) or (df[c].to_numpy(np.float64) >= 0).all())):
+            raise TfdarshanError(f"{path}: step series column {c} is not counts")
     if "start" in columns:                  # a per-step table
         if CUT_COLUMN not in df:
             df[CUT_COLUMN] = False

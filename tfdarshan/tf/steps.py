@@ -9,9 +9,14 @@ and the pipeline) is the set-up, and what follows the last step's end the
 wind-down: each is an entry of its own (series.SETUP_STEP, AFTER_STEPS), so
 a step's time is only ever its own batch. The entries of a window add up to
 the window exactly. Work per step is proportional to the files touched in
-that step."""
+that step. Each entry also counts what the process read from storage
+beyond its calls: its major page faults (getrusage) and the bytes it had
+read from block devices (getrusage's ru_inblock, readahead included),
+the measures there are of what reads through memory maps cost: a step
+that mapped a file's pages with neither read them from memory."""
 from __future__ import annotations
 
+import resource
 import threading
 from typing import List, Optional
 
@@ -20,7 +25,8 @@ import pandas as pd
 
 from tfdarshan.capture import _native
 from tfdarshan.logs.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, SETUP_STEP,  # noqa: F401
-                                   STEP_COLUMNS, TIME_FIELDS, WINDOW_STEP)
+                                   STEP_COLUMNS, STEP_FIELDS, STORAGE_COLUMNS, TIME_FIELDS, WINDOW_STEP,
+                                   step_totals)
 
 R = _native.ROW_INDEX
 
@@ -60,6 +66,7 @@ class StepSeries:
         # the window opened just before: the set-up (or a window without
         # steps) starts here, not at the first collect, which may come late
         self._pending_start: int = _native.now_ticks()
+        self._storage_at = storage_reads()
         self._open: Optional[int] = None
         self._began = False              # has any step begun?
         self._steps: List[dict] = []
@@ -86,6 +93,10 @@ class StepSeries:
         rows = np.concatenate(self._pending) if self._pending else np.zeros((0, 2 + len(FIELDS)), dtype=np.int64)
         self._pending = []
         self._pending_start = now
+        now_read = storage_reads()
+        # (a forked child's counts start again from its own zero)
+        taken = [max(b - a, 0) for a, b in zip(self._storage_at, now_read)]
+        self._storage_at = now_read
         if len(rows):
             # one row per file per step
             order = np.argsort(rows[:, 0], kind="stable")
@@ -97,8 +108,9 @@ class StepSeries:
             entry = self._steps[-1]          # the same step continues (end after begin)
             entry["end"] = now
             entry["rows"].append(rows)
+            entry["storage"] = [a + b for a, b in zip(entry["storage"], taken)]
         else:
-            entry = {"step": step, "start": start, "end": now, "rows": [rows]}
+            entry = {"step": step, "start": start, "end": now, "rows": [rows], "storage": taken}
             self._steps.append(entry)
         # the step's totals, once, for tfdarshan.stats()
         totals = entry.get("totals", np.zeros(len(FIELDS), dtype=np.int64))
@@ -155,6 +167,15 @@ class StepSeries:
                       self.cut_step)
 
 
+def storage_reads() -> list:
+    """The process's reads from storage so far, as STORAGE_COLUMNS: its
+    major page faults and the bytes it had read from block devices
+    (ru_inblock, /proc/self/io read_bytes in 512-byte units), all its
+    threads', from one getrusage."""
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return [use.ru_majflt, use.ru_inblock * 512]
+
+
 def step_rows(index: np.ndarray, before: np.ndarray, after: np.ndarray) -> np.ndarray:
     """What an interval adds to a step: rows of (record index, module, the
     series' field deltas...) for the records whose fields changed."""
@@ -181,12 +202,15 @@ def frames(entries: List[dict], ids: np.ndarray, ticks_per_second: float, window
         df.insert(0, "record_id", ids[rows[:, 0].astype(np.int64)] if len(rows) else np.zeros(0, np.uint64))
         df.insert(0, "step", e["step"])
         file_parts.append(df)
-        totals = {k: int(df[k].sum()) for k in FIELDS}
+        totals = {k: int(v) for k, v in step_totals({k: df[k].sum() for k in FIELDS}).items()}
         per_step.append({"step": e["step"], "start": (e["start"] - window_start_ticks),
                            "end": (e["end"] - window_start_ticks), "files": len(df), **totals})
     files = pd.concat(file_parts, ignore_index=True) if file_parts else pd.DataFrame(columns=FILE_COLUMNS)
     steps = pd.DataFrame(per_step, columns=STEP_COLUMNS)
     steps[CUT_COLUMN] = (steps["step"] == cut_step) & (steps["step"] >= 0)
+    if entries and all("storage" in e for e in entries):     # (the flight recorder's have none)
+        for i, c in enumerate(STORAGE_COLUMNS):
+            steps[c] = np.array([e["storage"][i] for e in entries], dtype=np.int64)
     hz = ticks_per_second
     for df in (files, steps):
         for c in TIME_FIELDS:
@@ -197,5 +221,7 @@ def frames(entries: List[dict], ids: np.ndarray, ticks_per_second: float, window
     for c in FIELDS:
         if c not in TIME_FIELDS:
             files[c] = files[c].astype(np.int64)
+    for c in STEP_FIELDS:
+        if c not in TIME_FIELDS:
             steps[c] = steps[c].astype(np.int64)
     return steps, files
