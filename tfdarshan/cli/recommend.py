@@ -76,6 +76,7 @@ def _load(source: str, session: str = None):
     from tfdarshan.logs.logdir import load_snapshot, load_steps, pick_session, session_at
     path = pathlib.Path(source)
     if path.is_dir():
+        recover_dead(path)
         here = None if session else session_at(path)
         s, count = (here, 1) if here else pick_session(path, session)
         others = f"; the newest of {count}, --session picks another" if count > 1 else ""
@@ -91,6 +92,15 @@ def _load(source: str, session: str = None):
     if session:
         raise TfdarshanError(f"--session {session}: {path} is a log, not a log directory")
     return read_darshan_log(path), None, None, None, None, None
+
+
+def recover_dead(directory) -> None:
+    """Processes killed before writing their logs: their live logs become
+    partial logs first, so the advice counts them (said in one line)."""
+    from tfdarshan.logs import live_log
+    line = live_log.summary_line(live_log.recover_all(directory))
+    if line:
+        print(f"tfdarshan recommend: {line}", file=sys.stderr)
 
 
 def fast_tier(path: str, toml_files):
@@ -256,6 +266,7 @@ def per_node(args: argparse.Namespace, capacity) -> int:
         raise TfdarshanError(f"--per-node: {args.source} is a log; give the log directory of a multi-rank session")
     if args.format == "html":
         raise TfdarshanError("--per-node reports as text or json")
+    recover_dead(args.source)
     session = (None if args.session else session_at(args.source)) or pick_session(args.source, args.session)[0]
     ranks = tables_of(session.directory)["ranks"]
     tier = fast_tier(args.fast_tier, args.tiers)

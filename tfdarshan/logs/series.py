@@ -35,6 +35,20 @@ CUT_COLUMN = "cut_by_window_end"
 FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
 
 
+def with_paths(files: pd.DataFrame, snap, mounts) -> pd.DataFrame:
+    """The per-file rows with each file's path and mount point, named from
+    the snapshot of the same window (a file whose only I/O was kernel-side
+    has its path in `extra` alone)."""
+    from tfdarshan.capture import mounts as M
+    files = files.copy()
+    paths = dict(zip(snap.extra["record_id"], snap.extra["path"]))
+    paths.update(dict(zip(snap.posix["record_id"], snap.posix["path"])))
+    paths.update(dict(zip(snap.stdio["record_id"], snap.stdio["path"])))
+    files["path"] = pd.Series([paths.get(r, "") for r in files["record_id"]], dtype=object)
+    files["mount"] = M.points_of(files["path"], mounts)
+    return files
+
+
 def write_parquet(df: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
     tmp = path.with_name(f".{path.name}.tmp")
     # paths may hold surrogate escapes (non-UTF-8 names): store them as bytes
