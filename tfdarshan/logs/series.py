@@ -41,12 +41,21 @@ def with_paths(files: pd.DataFrame, snap, mounts) -> pd.DataFrame:
     has its path in `extra` alone)."""
     from tfdarshan.capture import mounts as M
     files = files.copy()
-    paths = dict(zip(snap.extra["record_id"], snap.extra["path"]))
-    paths.update(dict(zip(snap.posix["record_id"], snap.posix["path"])))
-    paths.update(dict(zip(snap.stdio["record_id"], snap.stdio["path"])))
-    files["path"] = pd.Series([paths.get(r, "") for r in files["record_id"]], dtype=object)
+    # a file's path from STDIO, else POSIX, else extra (the later tables win)
+    named = pd.concat([t[["record_id", "path"]] for t in (snap.extra, snap.posix, snap.stdio)], ignore_index=True)
+    named = named.drop_duplicates("record_id", keep="last")
+    at = pd.Index(named["record_id"].to_numpy(np.uint64)).get_indexer(files["record_id"].to_numpy(np.uint64))
+    known = np.append(named["path"].to_numpy(dtype=object), "")
+    files["path"] = pd.Series(known[at], dtype=object, index=files.index)
     files["mount"] = M.points_of(files["path"], mounts)
     return files
+
+
+def prepare_writer() -> None:
+    """Load what writing a series needs (pyarrow's Parquet writer and pandas'
+    glue) now: a process told to end has about a second to write its logs."""
+    import io
+    pd.DataFrame({"x": [0]}).to_parquet(io.BytesIO())
 
 
 def write_parquet(df: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
@@ -54,7 +63,10 @@ def write_parquet(df: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
     # paths may hold surrogate escapes (non-UTF-8 names): store them as bytes
     df = df.copy()
     if "path" in df:
-        df["path"] = [os.fsencode(p) for p in df["path"]]
+        # each distinct path encoded once: a series repeats a file's path every step it is read in
+        codes, uniq = pd.factorize(df["path"])
+        encoded = np.array([os.fsencode(p) for p in uniq] + [b""], dtype=object)
+        df["path"] = encoded[codes]
     df.to_parquet(tmp, index=False)
     os.replace(tmp, path)
     return path

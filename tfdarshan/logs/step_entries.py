@@ -110,31 +110,43 @@ def frames(entries: List[dict], ids: np.ndarray, ticks_per_second: float, window
            cut_step: Optional[int] = None):
     """The step series' two frames from step entries ({step, start, end (ticks),
     rows: [arrays of ROW_WIDTH columns, keyed by index into `ids`]}): per-step
-    totals and per-step per-file rows; times in seconds from the window
-    start; record ids are Darshan's."""
-    file_parts, per_step = [], []
-    for e in entries:
-        rows = np.concatenate(e["rows"]) if e["rows"] else _no_rows()
-        if len(rows) > 1:
-            rows = _one_row_a_file(rows)
-        df = pd.DataFrame(rows[:, 2:], columns=list(FIELDS))
-        df.insert(0, "module", np.where(rows[:, 1] == _native.MODULE_STDIO, "STDIO", "POSIX"))
-        df.insert(0, "record_id", ids[rows[:, 0].astype(np.int64)] if len(rows) else np.zeros(0, np.uint64))
-        df.insert(0, "step", e["step"])
-        file_parts.append(df)
-        totals = {k: int(df[k].sum()) for k in FIELDS}
-        per_step.append({"step": e["step"], "start": (e["start"] - window_start_ticks),
-                         "end": (e["end"] - window_start_ticks), "files": len(df), **totals})
-    files = pd.concat(file_parts, ignore_index=True) if file_parts else pd.DataFrame(columns=FILE_COLUMNS)
-    steps = pd.DataFrame(per_step, columns=STEP_COLUMNS)
-    steps[CUT_COLUMN] = (steps["step"] == cut_step) & (steps["step"] >= 0)
+    totals and per-step per-file rows (one a file and entry, in entry order,
+    then by key); times in seconds from the window start; record ids are
+    Darshan's. All entries at once: its cost follows the rows, not the steps."""
+    parts = [r for e in entries for r in e["rows"] if len(r)]
+    counts = [sum(len(r) for r in e["rows"]) for e in entries]
+    rows = np.concatenate(parts) if parts else _no_rows()
+    entry = np.repeat(np.arange(len(entries), dtype=np.int64), counts)
+    if len(rows):
+        order = np.lexsort((rows[:, 0], entry))
+        rows, entry = rows[order], entry[order]
+        first = np.flatnonzero(np.r_[True, (entry[1:] != entry[:-1]) | (rows[1:, 0] != rows[:-1, 0])])
+        if len(first) < len(rows):          # a file in several collects of one entry: one row
+            rows = np.column_stack([rows[first, 0], rows[first, 1], np.add.reduceat(rows[:, 2:], first, axis=0)])
+            entry = entry[first]
     hz = ticks_per_second
+    step_of = np.array([e["step"] for e in entries], dtype=np.int64)
+    files = pd.DataFrame(rows[:, 2:], columns=list(FIELDS))
+    files.insert(0, "module", np.where(rows[:, 1] == _native.MODULE_STDIO, "STDIO", "POSIX").astype(object))
+    files.insert(0, "record_id", (ids[rows[:, 0].astype(np.int64)] if len(rows) else np.zeros(0)).astype(np.uint64))
+    files.insert(0, "step", step_of[entry] if len(rows) else np.zeros(0, dtype=np.int64))
+    # per entry: its files and the sums of its rows
+    n = len(entries)
+    per = np.zeros((n, len(FIELDS)), dtype=np.int64)
+    if len(rows):
+        starts = np.flatnonzero(np.r_[True, entry[1:] != entry[:-1]])
+        per[entry[starts]] = np.add.reduceat(rows[:, 2:], starts, axis=0)
+    steps = pd.DataFrame(per, columns=list(FIELDS))
+    steps.insert(0, "files", np.bincount(entry, minlength=n).astype(np.int64))
+    steps.insert(0, "end", np.array([e["end"] - window_start_ticks for e in entries], dtype=np.float64) / hz)
+    steps.insert(0, "start", np.array([e["start"] - window_start_ticks for e in entries], dtype=np.float64) / hz)
+    steps.insert(0, "step", step_of)
+    steps = steps[STEP_COLUMNS]
+    steps[CUT_COLUMN] = (steps["step"] == cut_step) & (steps["step"] >= 0)
+    files = files[FILE_COLUMNS]
     for df in (files, steps):
         for c in TIME_FIELDS:
             df[c] = df[c].astype(np.float64) / hz
-    steps["start"] = steps["start"].astype(np.float64) / hz
-    steps["end"] = steps["end"].astype(np.float64) / hz
-    files["record_id"] = files["record_id"].astype(np.uint64)
     for c in FIELDS:
         if c not in TIME_FIELDS:
             files[c] = files[c].astype(np.int64)
