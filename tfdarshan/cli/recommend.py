@@ -171,13 +171,16 @@ def run(args: argparse.Namespace) -> int:
                                tiers=T.load(args.tiers))
     if snap.meta.get("skipped_logs"):
         advice.findings.append(skipped_finding(snap.meta["skipped_logs"], snap.meta.get("processes", 1)))
+    partial = partial_logs(session, snap.meta.get("skipped_logs") or ()) if session is not None else []
+    if partial:
+        advice.findings.append(partial_finding(partial, len(session.hosts)))
     ranked = session is not None and sum(".rank" in h for h in session.hosts) > 1
     if args.objective == "critical-path" and not ranked:
         raise TfdarshanError("--objective critical-path plans for a session of several ranks; this one has one "
                              "process (its plan is the total one)")
     if ranked and args.granularity == "file":
         job_plans(advice, step_files if step_files is not None and len(step_files) else
-                  window_files(session), args.objective or "critical-path")
+                  window_files(session), args.objective or "critical-path", partial)
     if session_dir is not None:
         advice.findings.extend(rank_findings(session_dir, args.tiers))
     text = {"text": advice_report.render_text, "json": advice_report.render_json,
@@ -213,8 +216,9 @@ def window_files(session):
     return pd.concat(parts, ignore_index=True) if parts else None
 
 
-def job_plans(advice, step_files, objective: str) -> None:
-    """A multi-rank session: both plans (critical_path.py), the objective's staged."""
+def job_plans(advice, step_files, objective: str, partial=()) -> None:
+    """A multi-rank session: both plans (critical_path.py), the objective's
+    staged; ranks whose logs are partial are in, and named."""
     from tfdarshan.advice import critical_path as CP
     if step_files is None or step_files.empty:
         return
@@ -223,7 +227,41 @@ def job_plans(advice, step_files, objective: str) -> None:
     plans = CP.plan(costs, CP.cells_of(costs, step_files), stageable, advice.capacity, advice.chosen, objective)
     advice.chosen = plans.pop("chosen")
     plans["report"] = CP.report(plans)
+    if partial:
+        plans["partial_ranks"] = [p["label"] for p in partial]
+        plans["report"] += (f" {_names(partial)} {'is' if len(partial) == 1 else 'are'} counted as far as "
+                            f"recorded (partial: killed before writing {'its' if len(partial) == 1 else 'their'} "
+                            f"log{'s' if len(partial) > 1 else ''}).")
     advice.plans = plans
+
+
+def _names(partial) -> str:
+    labels = [p["label"] for p in partial]
+    return ", ".join(labels[:8]) + (f" and {len(labels) - 8} more" if len(labels) > 8 else "")
+
+
+def partial_logs(session, skipped=()):
+    """The session's partial logs (logdir.partial_logs), less the unreadable ones."""
+    from tfdarshan.logs.logdir import partial_logs as of_session
+    left_out = {s["log"] for s in skipped}
+    return [p for p in of_session(session) if f"{p['log']}.darshan" not in left_out]
+
+
+def partial_finding(partial, processes: int):
+    """The logs made from what a killed process had recorded, as a finding:
+    they are counted, as far as they go."""
+    from tfdarshan.advice.advisor import Finding
+    n = len(partial)
+    return Finding("WARN", f"{n} of {processes} log{'s' if processes > 1 else ''} partial: "
+                           f"{'a process' if n == 1 else 'processes'} killed before writing {'its' if n == 1 else 'their'} "
+                           f"log{'s' if n > 1 else ''}",
+                   "; ".join(f"{p['label']} {p['reason']}"
+                                                      + (f" (last collect {p['last_collect']})" if p["last_collect"] else "")
+                                                      for p in partial[:8]) + ". Their files, bytes and steps are "
+                   "counted up to then; what they did after is not.",
+                   "Give the job time to end (Slurm's KillWait, mpirun's odls_base_sigkill_timeout) or find why it "
+                   "was killed (OOM, time limit, a failed rank); rerun to see the whole job.",
+                   {"partial_logs": list(partial)})
 
 
 def emit(args: argparse.Namespace, text: str) -> None:
