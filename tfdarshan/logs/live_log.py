@@ -54,6 +54,7 @@ def recover(session_dir) -> Dict[str, List]:
             if not target.exists():     # else the process wrote its log and died before removing this
                 convert(path, target, journal)
                 out["converted"].append(target)
+                _remove_unfinished(path.parent, stem)
             _remove(journal)
             path.unlink()
         except (live.LiveFileError, TfdarshanError, OSError, ValueError, KeyError) as e:
@@ -96,6 +97,15 @@ def _write_series(journal: pathlib.Path, target: pathlib.Path, snap, ident: Dict
     series.write_parquet(series.with_paths(files, snap, mounts), target.with_name(f"{stem}.step_files.parquet"))
     real = steps[steps["step"] >= 0]["step"]
     return {"steps": f"{int(real.min())}:{int(real.max())}" if len(real) else "window"}
+
+
+def _remove_unfinished(directory: pathlib.Path, stem: str) -> None:
+    """What a process killed while writing its log left half-written: the
+    temporary files of its Darshan log and step series (never renamed)."""
+    for p in directory.glob(f".{stem}.darshan.*"):
+        _remove(p)
+    for suffix in (".steps.parquet", ".step_files.parquet"):
+        _remove(directory / f".{stem}{suffix}.tmp")
 
 
 def _remove(path: pathlib.Path) -> None:
