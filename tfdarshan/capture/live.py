@@ -223,14 +223,9 @@ class LiveFile:
 
     # ---------------------------------------------------------------- end
     def mark_ended(self, signum: int) -> None:
-        """Say in the file that the process was told to end by `signum` (it
-        then collects once more and writes its log: a reader of a file so
-        marked knows that a kill cut the writing short, not the work)."""
-        if os.getpid() != self._pid or self._map is None:
-            return
-        words = self._v["words"]
-        words[H_ENDED_WALL] = np.float64(time.time()).view(np.int64)
-        words[H_ENDED_SIGNAL] = signum
+        """Say that `signum` told the process to end: a kill then cut short its log, not its work."""
+        if os.getpid() == self._pid and self._map is not None:
+            self._v["words"][[H_ENDED_WALL, H_ENDED_SIGNAL]] = [np.float64(time.time()).view(np.int64), signum]
 
     def _close_map(self) -> None:
         if self._map is not None:
@@ -317,7 +312,7 @@ class LiveState:
     refresh_ticks: int
     refresh_wall: float
     counts: Dict[str, int]   # folded_files, trace_dropped, threads
-    ended_signal: int = 0    # the signal that told the process to end (0: none came)
+    ended_signal: int = 0    # the signal that told the process to end (0: none came), and when
     ended_wall: float = 0.0
 
 
