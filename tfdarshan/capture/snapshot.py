@@ -46,6 +46,9 @@ def extra_frame(df: pd.DataFrame) -> pd.DataFrame:
     empty path."""
     if df.empty and not len(df.columns.difference(EXTRA_COLUMNS)):
         return empty_extra()
+    if list(df.columns) == EXTRA_COLUMNS and _EXTRA_TYPES == {c: df[c].dtype for c in EXTRA_COLUMNS} \
+            and not df[EXTRA_COUNTS].isna().any().any():
+        return df.reset_index(drop=True)         # already what it must be (a recorder's own)
     df = df.copy()
     for c, t in {"ZERO_READS": np.int64, **K.dtypes()}.items():
         df[c] = df[c].fillna(0).astype(t) if c in df else np.zeros(len(df), dtype=t)
@@ -53,6 +56,10 @@ def extra_frame(df: pd.DataFrame) -> pd.DataFrame:
                                                                          index=df.index)
     df["record_id"] = df["record_id"].astype(np.uint64)
     return df[EXTRA_COLUMNS].reset_index(drop=True)
+
+
+_EXTRA_TYPES = {"record_id": np.dtype(np.uint64), "module": np.dtype(object), "path": np.dtype(object),
+                "ZERO_READS": np.dtype(np.int64), **{c: np.dtype(t) for c, t in K.dtypes().items()}}
 
 
 def empty_dxt() -> pd.DataFrame:
@@ -307,15 +314,15 @@ def _extra_delta(later: pd.DataFrame, earlier: pd.DataFrame) -> pd.DataFrame:
 
 def _with_top4(posix: pd.DataFrame, values: pd.DataFrame) -> pd.DataFrame:
     """Fill ACCESS1..4/STRIDE1..4 from value frequencies."""
-    t = C.top4(values[values["record_id"].isin(posix["record_id"])])
+    t = C.top4(values)
     if t.empty or posix.empty:
         return posix
-    cols = [c for c in t.columns if c != "record_id"]
-    t = t.set_index("record_id").reindex(posix["record_id"].values).fillna(0).astype(np.int64)
-    posix = posix.copy()
-    for c in cols:
-        posix[c] = t[c].values
-    return posix
+    at = pd.Index(t["record_id"].to_numpy(np.uint64)).get_indexer(posix["record_id"].to_numpy(np.uint64))
+    top = np.zeros((len(posix), len(C.TOP4_COLUMNS)), dtype=np.int64)
+    top[at >= 0] = t[C.TOP4_COLUMNS].to_numpy(dtype=np.int64)[at[at >= 0]]
+    rest = posix.drop(columns=C.TOP4_COLUMNS)
+    filled = pd.concat([rest, pd.DataFrame(top, columns=C.TOP4_COLUMNS, index=posix.index)], axis=1)
+    return filled[list(posix.columns)]
 
 
 def merge_records(frame: pd.DataFrame, module: str) -> pd.DataFrame:

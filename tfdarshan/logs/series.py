@@ -44,10 +44,13 @@ def with_paths(files: pd.DataFrame, snap, mounts) -> pd.DataFrame:
     # a file's path from STDIO, else POSIX, else extra (the later tables win)
     named = pd.concat([t[["record_id", "path"]] for t in (snap.extra, snap.posix, snap.stdio)], ignore_index=True)
     named = named.drop_duplicates("record_id", keep="last")
-    at = pd.Index(named["record_id"].to_numpy(np.uint64)).get_indexer(files["record_id"].to_numpy(np.uint64))
-    known = np.append(named["path"].to_numpy(dtype=object), "")
-    files["path"] = pd.Series(known[at], dtype=object, index=files.index)
-    files["mount"] = M.points_of(files["path"], mounts)
+    # each file once (a series repeats it every step it was read in), then every row
+    codes, ids = pd.factorize(files["record_id"].to_numpy(np.uint64))
+    at = pd.Index(named["record_id"].to_numpy(np.uint64)).get_indexer(ids)
+    paths = np.append(named["path"].to_numpy(dtype=object), "")[at]
+    points = M.points_of(pd.Series(paths, dtype=object), mounts) if len(paths) else np.zeros(0, dtype=object)
+    files["path"] = pd.Series(paths[codes] if len(codes) else paths, dtype=object, index=files.index)
+    files["mount"] = points[codes] if len(codes) else points
     return files
 
 
