@@ -126,31 +126,25 @@ def frames(entries: List[dict], ids: np.ndarray, ticks_per_second: float, window
             entry = entry[first]
     hz = ticks_per_second
     step_of = np.array([e["step"] for e in entries], dtype=np.int64)
-    files = pd.DataFrame(rows[:, 2:], columns=list(FIELDS))
-    files.insert(0, "module", np.where(rows[:, 1] == _native.MODULE_STDIO, "STDIO", "POSIX").astype(object))
-    files.insert(0, "record_id", (ids[rows[:, 0].astype(np.int64)] if len(rows) else np.zeros(0)).astype(np.uint64))
-    files.insert(0, "step", step_of[entry] if len(rows) else np.zeros(0, dtype=np.int64))
-    # per entry: its files and the sums of its rows
     n = len(entries)
-    per = np.zeros((n, len(FIELDS)), dtype=np.int64)
+    per = np.zeros((n, len(FIELDS)), dtype=np.int64)       # per entry: the sums of its rows
     if len(rows):
         starts = np.flatnonzero(np.r_[True, entry[1:] != entry[:-1]])
         per[entry[starts]] = np.add.reduceat(rows[:, 2:], starts, axis=0)
-    steps = pd.DataFrame(per, columns=list(FIELDS))
-    steps.insert(0, "files", np.bincount(entry, minlength=n).astype(np.int64))
-    steps.insert(0, "end", np.array([e["end"] - window_start_ticks for e in entries], dtype=np.float64) / hz)
-    steps.insert(0, "start", np.array([e["start"] - window_start_ticks for e in entries], dtype=np.float64) / hz)
-    steps.insert(0, "step", step_of)
-    steps = steps[STEP_COLUMNS]
-    steps[CUT_COLUMN] = (steps["step"] == cut_step) & (steps["step"] >= 0)
-    files = files[FILE_COLUMNS]
-    for df in (files, steps):
-        for c in TIME_FIELDS:
-            df[c] = df[c].astype(np.float64) / hz
-    for c in FIELDS:
-        if c not in TIME_FIELDS:
-            files[c] = files[c].astype(np.int64)
-            steps[c] = steps[c].astype(np.int64)
+    # each frame built once from typed columns (a column a field, times in seconds)
+    fields = lambda block: {c: (block[:, j] / hz if c in TIME_FIELDS else block[:, j].astype(np.int64))  # noqa: E731
+                            for j, c in enumerate(FIELDS)}
+    files = pd.DataFrame({
+        "step": step_of[entry] if len(rows) else np.zeros(0, dtype=np.int64),
+        "record_id": (ids[rows[:, 0].astype(np.int64)] if len(rows) else np.zeros(0)).astype(np.uint64),
+        "module": np.where(rows[:, 1] == _native.MODULE_STDIO, "STDIO", "POSIX").astype(object),
+        **fields(rows[:, 2:])}, columns=FILE_COLUMNS)
+    steps = pd.DataFrame({
+        "step": step_of,
+        "start": np.array([e["start"] - window_start_ticks for e in entries], dtype=np.float64) / hz,
+        "end": np.array([e["end"] - window_start_ticks for e in entries], dtype=np.float64) / hz,
+        "files": np.bincount(entry, minlength=n).astype(np.int64), **fields(per)}, columns=STEP_COLUMNS)
+    steps[CUT_COLUMN] = (step_of == cut_step) & (step_of >= 0) if cut_step is not None else np.zeros(n, dtype=bool)
     return steps, files
 
 
