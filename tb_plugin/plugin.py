@@ -22,6 +22,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tfdarshan.errors import TfdarshanError
+from tfdarshan.logs import live_log
 from tfdarshan.logs.logdir import find_sessions
 from tfdarshan_tb import downsample, metadata, rank_data, rank_views, views
 
@@ -98,6 +99,13 @@ class IOPlugin(base_plugin.TBPlugin):
             if time.monotonic() - when < SESSIONS_TTL:
                 return found
         root = os.path.realpath(self._logdir)
+        try:
+            # a process killed before writing its log: its live log becomes a partial log, so its session shows
+            said = live_log.summary_line(live_log.recover_all(self._logdir))
+            if said:
+                log.info("%s", said)
+        except OSError as e:
+            log.info("could not convert the live logs of killed processes: %s", e)
         ok = []
         for s in find_sessions(self._logdir):
             real = os.path.realpath(s.directory)

@@ -14,7 +14,7 @@ from tfdarshan.analysis.analyze import (ensure_tables, rank_logs, read_table, sk
 from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
 from tfdarshan.logs.darshan_log import read_job_record
-from tfdarshan.logs.logdir import Session
+from tfdarshan.logs.logdir import Session, partial_logs
 from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.file_table import tiers_of
 from tfdarshan.analysis.tables import COVERAGE
@@ -75,3 +75,5 @@ class RankSessionData:
         cov = self.ranks[list(COVERAGE)].dropna(subset=["counted_bytes", "kernel_bytes"])
         self.coverage = coverage_card([{k: v for k, v in r.items() if v == v} for r in cov.to_dict("records")])
         self.advice, self.advice_problem = stored_advice(session.directory / "advice.json")
+        # the ranks killed before writing their logs, named with why (their metadata; few)
+        self.partial_logs = partial_logs(session, list(self.ranks.loc[self.ranks["partial"], "log"]))

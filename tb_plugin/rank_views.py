@@ -62,6 +62,7 @@ def summary(d: RankSessionData) -> Dict:
     out["input_label"] = views.input_label(len(r)).replace("processes", "ranks")
     out["origin"] = views.origin(d.job_metadata)
     out["skipped_logs"] = d.skipped_logs
+    out["partial_logs"] = d.partial_logs
     out["coverage"] = d.coverage
     return out
 
@@ -171,6 +172,7 @@ def rank_wait(d: RankSessionData, node: Optional[str] = None, ranks: Optional[st
             "input_wait": _clean_list(r["input_wait"]), "label": input_wait.LABEL,
             "wait_seconds": _clean_list(r["wait_time"]),
             "step_time": _clean_list(r["step_time"]), "bytes_read": [int(b) for b in r["bytes_read"]],
+            "partial": [bool(p) for p in r["partial"]],
             "all_hosts": sorted(set(d.ranks["host"].astype(str)))}
 
 

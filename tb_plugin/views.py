@@ -22,7 +22,7 @@ from tfdarshan.logs.series import AFTER_STEPS, CUT_COLUMN, SETUP_STEP
 
 # entries of a step series that are not steps, left out of the per-step charts
 OUTSIDE_STEPS = (SETUP_STEP, AFTER_STEPS)
-from tfdarshan.logs.logdir import Session, load_snapshot, load_steps, process_label
+from tfdarshan.logs.logdir import Session, load_snapshot, load_steps, partial_logs, process_label
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs.darshan_log import read_job_record
@@ -265,6 +265,7 @@ def summary(d: SessionData) -> Dict:
     out["input_label"] = input_label(len(d.hosts))
     out["origin"] = origin(snap.meta.get("job_metadata") or {})
     out["skipped_logs"] = list(snap.meta.get("skipped_logs") or [])
+    out["partial_logs"] = partial_logs(d.session, d.hosts)
     if d.coverage:
         out["coverage"] = coverage_card(d.coverage)
     return out

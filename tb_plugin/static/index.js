@@ -161,7 +161,8 @@ async function draw(body, ranked) {
   const [summary, verdict, steps, hist, mounts, timeline, advice, heat, wait] = answers;
   if (mine !== drawing) return;
   window.__tfdTimings.data = performance.now();
-  body.replaceChildren(originNote(summary.origin), skippedNote(summary.skipped_logs), verdictLine(verdict), cards(summary),
+  body.replaceChildren(originNote(summary.origin), skippedNote(summary.skipped_logs),
+      partialNote(summary.partial_logs, summary.ranks), verdictLine(verdict), cards(summary),
       coverageNote(summary.coverage), adviceSection(advice));
   const figs = [verdictFigure(verdict), ...figures(steps, hist, mounts, timeline)].filter(Boolean);
   // every cell first, then the plots: a plot drawn into a grid still filling up
@@ -296,6 +297,19 @@ function skippedNote(skipped) {
       el('ul', {}, ...skipped.map((s) => el('li', {}, `${s.log}: ${s.reason}`))));
 }
 
+// Processes that were killed before writing their logs: their figures are
+// in, as of their last collect, and each says why it is partial.
+function partialNote(partial, ranked) {
+  if (!partial || !partial.length) return '';
+  const n = partial.length;
+  const what = ranked ? (n === 1 ? 'rank' : 'ranks') : (n === 1 ? 'process' : 'processes');
+  return el('div', {id: 'tfd-partial', class: 'note'},
+      `${n} ${what} ended without writing ${n === 1 ? 'its' : 'their'} log; ${n === 1 ? 'it is' : 'they are'} `
+      + 'counted here as far as recorded (partial):',
+      el('ul', {}, ...partial.map((p) => el('li', {'data-log': p.log},
+          `${p.label}: partial, ${p.reason}${p.last_collect ? ` (last collect ${p.last_collect})` : ''}`))));
+}
+
 function cards(s) {
   const c = (key, label, value) => el('div', {class: 'card', 'data-key': key},
       el('div', {class: 'v'}, value), el('div', {class: 'k'}, label));
@@ -321,7 +335,10 @@ function cards(s) {
   else if (s.processes > 1) list.push(c('processes', 'processes', String(s.processes)));
   const cov = s.coverage;
   if (cov) {
-    const over = cov.processes > 1 ? ` (${cov.processes} ${s.ranks ? 'ranks' : 'processes'} added up; lowest `
+    const all = s.ranks || s.processes || 1;
+    const of = cov.processes < all ? ` of ${all}` : '';
+    const over = cov.processes > 1 || of ? ` (${cov.processes}${of} ${s.ranks ? 'ranks' : 'processes'} added up`
+      + `${of ? ': a process killed before writing its log has no coverage record' : ''}; lowest `
       + `${pct(cov.lowest)})` : '';
     list.push(c('coverage', `of the data I/O seen${over}`, pct(cov.share)));
   }

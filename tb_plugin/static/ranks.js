@@ -40,7 +40,8 @@ export function rankFigures(heat, wait) {
         yaxis: wholeAxis('rank', heat.ranks, 1)})});
   }
   if (wait.ranks.length) {
-    const names = wait.ranks.map(String);
+    // a rank killed before writing its log is counted as far as recorded, and named so
+    const names = wait.ranks.map((r, i) => (wait.partial && wait.partial[i] ? `${r} (partial)` : String(r)));
     const page = wait.total > names.length ? `, ranks ${wait.offset + 1}–${wait.offset + names.length} of ${wait.total}`
       : '';
     out.push({id: 'tfd-rank-wait', title: `Ranks by input wait (each rank's ${wait.label}${page})`, data: [{

@@ -155,27 +155,36 @@ def from_native(module: str, rows: np.ndarray, row_index: Dict[str, int], clock,
     return out
 
 
+TOP4_COLUMNS = [f"POSIX_{w}{i}_{s}" for w, s2 in (("STRIDE", "STRIDE"), ("ACCESS", "ACCESS"))
+                for s in (s2, "COUNT") for i in range(1, 5)]
+
+
 def top4(values: pd.DataFrame) -> pd.DataFrame:
     """ACCESS1..4 and STRIDE1..4 (with counts) from value frequencies.
 
     Darshan keeps the four most frequent non-zero values, ties broken by the
     larger value first (DARSHAN_UPDATE_COMMON_VAL_COUNTERS)."""
-    cols = [f"POSIX_{w}{i}_{s}" for w, s2 in (("STRIDE", "STRIDE"), ("ACCESS", "ACCESS"))
-            for s in (s2, "COUNT") for i in range(1, 5)]
-    v = values[(values["value"] != 0) & (values["count"] > 0)]
-    if v.empty:
+    cols = TOP4_COLUMNS
+    keep = (values["value"].to_numpy() != 0) & (values["count"].to_numpy() > 0)
+    rid = values["record_id"].to_numpy(dtype=np.uint64)[keep]
+    if not len(rid):
         return pd.DataFrame(columns=["record_id", *cols]).astype({"record_id": np.uint64})
-    v = v.sort_values(["record_id", "kind", "count", "value"], ascending=[True, True, False, False])
-    v = v.assign(rank=v.groupby(["record_id", "kind"]).cumcount() + 1)
-    v = v[v["rank"] <= 4]
-    label = np.where(v["kind"] == 0, "ACCESS", "STRIDE")
-    val_col = "POSIX_" + pd.Series(label, index=v.index) + v["rank"].astype(str) + "_" + pd.Series(label, index=v.index)
-    cnt_col = "POSIX_" + pd.Series(label, index=v.index) + v["rank"].astype(str) + "_COUNT"
-    long = pd.concat([
-        pd.DataFrame({"record_id": v["record_id"].values, "col": val_col.values, "x": v["value"].values}),
-        pd.DataFrame({"record_id": v["record_id"].values, "col": cnt_col.values, "x": v["count"].values}),
-    ])
-    wide = long.pivot(index="record_id", columns="col", values="x")
-    wide = wide.reindex(columns=cols).fillna(0).astype(np.int64).reset_index()
-    wide["record_id"] = wide["record_id"].astype(np.uint64)
+    kind = values["kind"].to_numpy(dtype=np.int64)[keep]
+    value = values["value"].to_numpy(dtype=np.int64)[keep]
+    count = values["count"].to_numpy(dtype=np.int64)[keep]
+    # by record, kind, then count and value both descending (lexsort: last key first)
+    order = np.lexsort((-value, -count, kind, rid))
+    rid, kind, value, count = rid[order], kind[order], value[order], count[order]
+    group = np.r_[True, (rid[1:] != rid[:-1]) | (kind[1:] != kind[:-1])]
+    starts = np.flatnonzero(group)
+    rank = np.arange(len(rid)) - np.repeat(starts, np.diff(np.r_[starts, len(rid)]))
+    top = rank < 4
+    records, row = np.unique(rid, return_inverse=True)
+    out = np.zeros((len(records), len(cols)), dtype=np.int64)
+    # columns: STRIDE1..4, STRIDE counts 1..4, ACCESS1..4, ACCESS counts 1..4; kind 0 is access
+    base = np.where(kind == 0, 8, 0)
+    out[row[top], (base + rank)[top]] = value[top]
+    out[row[top], (base + 4 + rank)[top]] = count[top]
+    wide = pd.DataFrame(out, columns=cols)
+    wide.insert(0, "record_id", records.astype(np.uint64))
     return wide

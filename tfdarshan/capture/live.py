@@ -53,7 +53,7 @@ SLOT_WORDS = 5                   # record id, module, path offset, path length, 
 AREA_INFO_AT, AREA_INFO_WORDS = 32, 8
 # header words
 (H_MAGIC, H_VERSION, H_HEADER, H_CAPACITY, H_HEAP, H_ROW, H_VALUES, H_SLOTS_AT, H_HEAP_AT, H_AREA0,
- H_AREA1, H_AREA_BYTES, H_COMMIT, H_IDENTITY, H_PID) = range(15)
+ H_AREA1, H_AREA_BYTES, H_COMMIT, H_IDENTITY, H_PID, H_ENDED_SIGNAL, H_ENDED_WALL) = range(17)
 # area info words
 A_SEQ, A_RECORDS, A_HEAP_USED, A_TICKS, A_WALL, A_FOLDED, A_DROPPED, A_THREADS = range(AREA_INFO_WORDS)
 ROW_FIELDS = list(_native.ROW_FIELDS) + [f"EXT_{f}" for f in EXT_FIELDS]
@@ -132,6 +132,7 @@ class LiveFile:
                 nw["values"][a][:n] = ow["values"][a][:n]
             info = AREA_INFO_AT
             words[info:info + 2 * AREA_INFO_WORDS] = np.frombuffer(old, dtype=np.int64)[info:info + 2 * AREA_INFO_WORDS]
+            words[[H_ENDED_SIGNAL, H_ENDED_WALL]] = np.frombuffer(old, dtype=np.int64)[[H_ENDED_SIGNAL, H_ENDED_WALL]]
             words[H_COMMIT] = np.frombuffer(old, dtype=np.int64)[H_COMMIT]
             del ow, nw
         os.replace(tmp, path)
@@ -221,6 +222,11 @@ class LiveFile:
         self._stale = touched
 
     # ---------------------------------------------------------------- end
+    def mark_ended(self, signum: int) -> None:
+        """Say that `signum` told the process to end: a kill then cut short its log, not its work."""
+        if os.getpid() == self._pid and self._map is not None:
+            self._v["words"][[H_ENDED_WALL, H_ENDED_SIGNAL]] = [np.float64(time.time()).view(np.int64), signum]
+
     def _close_map(self) -> None:
         if self._map is not None:
             self._rec.remove_listener(self.refresh)
@@ -306,6 +312,8 @@ class LiveState:
     refresh_ticks: int
     refresh_wall: float
     counts: Dict[str, int]   # folded_files, trace_dropped, threads
+    ended_signal: int = 0    # the signal that told the process to end (0: none came), and when
+    ended_wall: float = 0.0
 
 
 class LiveFileError(ValueError):
@@ -349,7 +357,8 @@ def read(path, retries: int = 20) -> LiveState:
                          v["rows"][seq % 2][ok].copy(), values.astype(np.int64), int(area[A_TICKS]),
                          float(np.int64(area[A_WALL]).view(np.float64)),
                          {"folded_files": int(area[A_FOLDED]), "trace_dropped": int(area[A_DROPPED]),
-                          "threads": int(area[A_THREADS])})
+                          "threads": int(area[A_THREADS])}, int(words[H_ENDED_SIGNAL]),
+                         float(np.int64(words[H_ENDED_WALL]).view(np.float64)))
     raise LiveFileError(f"{path}: its writer kept refreshing while it was read")
 
 

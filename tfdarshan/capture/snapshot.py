@@ -6,7 +6,9 @@ and load as plain dicts (JSON-friendly) and are what every report,
 log writer and the TensorBoard tab are computed from."""
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
 import os
 from typing import Any, Callable, Dict, Optional
 
@@ -44,6 +46,9 @@ def extra_frame(df: pd.DataFrame) -> pd.DataFrame:
     empty path."""
     if df.empty and not len(df.columns.difference(EXTRA_COLUMNS)):
         return empty_extra()
+    if list(df.columns) == EXTRA_COLUMNS and _EXTRA_TYPES == {c: df[c].dtype for c in EXTRA_COLUMNS} \
+            and not df[EXTRA_COUNTS].isna().any().any():
+        return df.reset_index(drop=True)         # already what it must be (a recorder's own)
     df = df.copy()
     for c, t in {"ZERO_READS": np.int64, **K.dtypes()}.items():
         df[c] = df[c].fillna(0).astype(t) if c in df else np.zeros(len(df), dtype=t)
@@ -51,6 +56,10 @@ def extra_frame(df: pd.DataFrame) -> pd.DataFrame:
                                                                          index=df.index)
     df["record_id"] = df["record_id"].astype(np.uint64)
     return df[EXTRA_COLUMNS].reset_index(drop=True)
+
+
+_EXTRA_TYPES = {"record_id": np.dtype(np.uint64), "module": np.dtype(object), "path": np.dtype(object),
+                "ZERO_READS": np.dtype(np.int64), **{c: np.dtype(t) for c, t in K.dtypes().items()}}
 
 
 def empty_dxt() -> pd.DataFrame:
@@ -141,22 +150,34 @@ class Snapshot:
             return NotImplemented
         if earlier.end > self.end:
             raise ValueError("subtract the earlier snapshot from the later one (later - earlier)")
-        exact = self._extremes(self, earlier) if self._extremes else None
-        frames = {m: _window(m, self.frame(m), earlier.frame(m), (exact or {}).get(m))
-                  for m in C.MODULES}
-        values = _values_delta(self._values, earlier._values)
-        posix = _with_top4(frames["POSIX"], values)
+        if earlier.counted_nothing():
+            # nothing was counted before the window (a whole run's): the
+            # later snapshot's counters, extremes and top-4 are the window's
+            exact = None
+            frames = {m: _active(m, self.frame(m)) for m in C.MODULES}
+            values, posix = self._values.reset_index(drop=True), frames["POSIX"]
+        else:
+            exact = self._extremes(self, earlier) if self._extremes else None
+            frames = {m: _window(m, self.frame(m), earlier.frame(m), (exact or {}).get(m))
+                      for m in C.MODULES}
+            values = _values_delta(self._values, earlier._values)
+            posix = _with_top4(frames["POSIX"], values)
         extra = _extra_delta(self._extra, earlier._extra)
         dxt = self._dxt[self._dxt["start"] >= earlier.end] if len(self._dxt) else self._dxt
         meta = dict(self.meta)
         meta.update(start=earlier.end, end=self.end,
-                    seq_start=earlier.meta.get("seq"), exact_extremes=exact is not None,
+                    seq_start=earlier.meta.get("seq"),
+                    exact_extremes=exact is not None or earlier.counted_nothing(),
                     folded_files=self.meta.get("folded_files", 0) - earlier.meta.get("folded_files", 0),
                     trace_dropped=self.meta.get("trace_dropped", 0) - earlier.meta.get("trace_dropped", 0))
         keep = set(posix["record_id"]) | set(frames["STDIO"]["record_id"])
         extra = extra[extra["record_id"].isin(keep) | K.active(extra)].reset_index(drop=True)
         return Snapshot(posix, frames["STDIO"], values, extra, dxt.reset_index(drop=True), meta, self._extremes,
                         H.subtract(self._heat, earlier._heat))
+
+    def counted_nothing(self) -> bool:
+        """No record, no frequency, nothing beyond Darshan's counters."""
+        return not (len(self._posix) or len(self._stdio) or len(self._values) or len(self._extra))
 
     # -------------------------------------------------------------- dicts
     def to_dict(self) -> Dict[str, Any]:
@@ -201,40 +222,77 @@ def _plain(x):
 
 def _window(module: str, later: pd.DataFrame, earlier: pd.DataFrame,
             exact: Optional[pd.DataFrame]) -> pd.DataFrame:
+    """One module's counters over (earlier, later], column group by column
+    group (counters.kind): sums subtract, statics stay, rank statistics and
+    top-4 are zero (top-4 is refilled from the values), extremes come from
+    `exact` (the interval log) when given, else are bounded as below."""
     ints, floats = C.names(module)
-    e = earlier.set_index("record_id").reindex(later["record_id"].values)
-    present = e["path"].notna().values
-    out = {"record_id": later["record_id"].values, "path": pd.Series(later["path"].values, dtype=object)}
-    ex = exact.reindex(later["record_id"].values) if exact is not None else None
-    for c in (*ints, *floats):
-        k = C.kind(module, c)
-        lv = later[c].values
-        ev = np.where(present, e[c].fillna(0).values, 0).astype(lv.dtype)
-        if k == C.SUM:
-            out[c] = lv - ev
-        elif k == C.STATIC:
-            out[c] = lv
-        elif k in (C.ZERO, C.TOP4):
-            out[c] = np.zeros_like(lv)
-        elif ex is not None and c in ex.columns:
-            out[c] = ex[c].fillna(0).values.astype(lv.dtype)
-        elif k == C.LAST:
-            out[c] = np.where(lv != ev, lv, 0)
-        elif k == C.FIRST:
+    plan = _window_plan(module)
+    n = len(later)
+    ids = later["record_id"].to_numpy()
+    e_ids = earlier["record_id"].to_numpy()
+    if len(e_ids) and n:
+        order = np.argsort(e_ids, kind="stable")
+        at = np.minimum(np.searchsorted(e_ids, ids, sorter=order), len(e_ids) - 1)
+        pos = order[at]
+        present = e_ids[pos] == ids
+    else:
+        pos, present = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    out = {"record_id": ids, "path": pd.Series(later["path"].to_numpy(), dtype=object)}
+    ex = exact.reindex(ids) if exact is not None else None
+    for names_, dtype in ((ints, np.int64), (floats, np.float64)):
+        lv = later[list(names_)].to_numpy(dtype=dtype, copy=True) if n else np.zeros((0, len(names_)), dtype)
+        ev = np.zeros_like(lv)
+        if present.any():
+            ev[present] = earlier[list(names_)].to_numpy(dtype=dtype)[pos[present]]
+        col = {c: j for j, c in enumerate(names_)}
+        res = lv.copy()
+        kinds = plan["ints" if dtype is np.int64 else "floats"]
+        sums = kinds[C.SUM]
+        res[:, sums] = lv[:, sums] - ev[:, sums]
+        res[:, kinds[C.ZERO] + kinds[C.TOP4]] = 0
+        exact_cols = [c for c in names_ if ex is not None and c in ex.columns and plan["kind"][c] not in
+                      (C.SUM, C.STATIC, C.ZERO, C.TOP4)]
+        for c in exact_cols:
+            res[:, col[c]] = ex[c].fillna(0).to_numpy().astype(dtype)
+        done = set(exact_cols)
+        last = [col[c] for c in names_ if plan["kind"][c] == C.LAST and c not in done]
+        res[:, last] = np.where(lv[:, last] != ev[:, last], lv[:, last], 0)
+        first = [c for c in names_ if plan["kind"][c] == C.FIRST and c not in done]
+        if first:
             # without the interval log, the window's first event is known
             # only if nothing happened before it; otherwise bound it by
             # the earlier snapshot's last event of that kind
-            last = later[c.replace("START", "END")].values
-            elast = np.where(present, e[c.replace("START", "END")].fillna(0).values, 0)
-            out[c] = np.where(ev == 0, lv, np.where(last != elast, elast, 0))
-        else:
-            out[c] = lv  # maxima: the run's maximum bounds the window's
+            f, e_ = [col[c] for c in first], [col[c.replace("START", "END")] for c in first]
+            res[:, f] = np.where(ev[:, f] == 0, lv[:, f], np.where(lv[:, e_] != ev[:, e_], ev[:, e_], 0))
+        # maxima (and statics): the run's maximum bounds the window's
+        for j, c in enumerate(names_):
+            out[c] = res[:, j]
     df = pd.DataFrame(out, columns=C.columns(module))
-    sums = [c for c in (*ints, *floats) if C.kind(module, c) == C.SUM]
+    sums = plan["sum_names"]
     active = (df[sums].to_numpy() != 0).any(axis=1) if len(df) else np.zeros(0, dtype=bool)
     df = df[active].reset_index(drop=True)
     df["record_id"] = df["record_id"].astype(np.uint64)
     return df
+
+
+def _active(module: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with a sum that is not zero (what a window keeps)."""
+    sums = _window_plan(module)["sum_names"]
+    if not len(frame):
+        return frame.reset_index(drop=True)
+    return frame[(frame[sums].to_numpy() != 0).any(axis=1)].reset_index(drop=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _window_plan(module: str) -> Dict[str, Any]:
+    """A module's columns grouped by kind, as positions in its int and float blocks."""
+    ints, floats = C.names(module)
+    kind = {c: C.kind(module, c) for c in (*ints, *floats)}
+    group = lambda names_: collections.defaultdict(list, {k: [j for j, c in enumerate(names_) if kind[c] == k]  # noqa: E731
+                                                          for k in set(kind.values())})
+    return {"kind": kind, "ints": group(ints), "floats": group(floats),
+            "sum_names": [c for c in (*ints, *floats) if kind[c] == C.SUM]}
 
 
 def _values_delta(later: pd.DataFrame, earlier: pd.DataFrame) -> pd.DataFrame:
@@ -256,15 +314,15 @@ def _extra_delta(later: pd.DataFrame, earlier: pd.DataFrame) -> pd.DataFrame:
 
 def _with_top4(posix: pd.DataFrame, values: pd.DataFrame) -> pd.DataFrame:
     """Fill ACCESS1..4/STRIDE1..4 from value frequencies."""
-    t = C.top4(values[values["record_id"].isin(posix["record_id"])])
+    t = C.top4(values)
     if t.empty or posix.empty:
         return posix
-    cols = [c for c in t.columns if c != "record_id"]
-    t = t.set_index("record_id").reindex(posix["record_id"].values).fillna(0).astype(np.int64)
-    posix = posix.copy()
-    for c in cols:
-        posix[c] = t[c].values
-    return posix
+    at = pd.Index(t["record_id"].to_numpy(np.uint64)).get_indexer(posix["record_id"].to_numpy(np.uint64))
+    top = np.zeros((len(posix), len(C.TOP4_COLUMNS)), dtype=np.int64)
+    top[at >= 0] = t[C.TOP4_COLUMNS].to_numpy(dtype=np.int64)[at[at >= 0]]
+    rest = posix.drop(columns=C.TOP4_COLUMNS)
+    filled = pd.concat([rest, pd.DataFrame(top, columns=C.TOP4_COLUMNS, index=posix.index)], axis=1)
+    return filled[list(posix.columns)]
 
 
 def merge_records(frame: pd.DataFrame, module: str) -> pd.DataFrame:

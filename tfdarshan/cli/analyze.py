@@ -23,17 +23,16 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     import pathlib
     from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
-    from tfdarshan.capture import live
+    from tfdarshan.capture import mounts as M
     from tfdarshan.logs import input_wait, live_log, skipping
     from tfdarshan.logs.logdir import pick_session
     src = pathlib.Path(args.source)
     if not src.is_dir():
         raise TfdarshanError(f"{src}: not a directory")
-    if not args.session and list(src.glob("*" + live.SUFFIX)):
-        # a session whose only process was killed: its live log first
-        early = live_log.summary_line(live_log.recover(src))
-        if early:
-            print(f"tfdarshan analyze: {early}", file=sys.stderr)
+    # processes killed before writing their logs: their live logs first, wherever they are
+    early = live_log.summary_line(live_log.recover_all(src))
+    if early:
+        print(f"tfdarshan analyze: {early}", file=sys.stderr)
     if rank_logs(src) and not args.session:
         session_dir = src                  # the session directory itself, or a folder of logs
     else:

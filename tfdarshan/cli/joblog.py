@@ -21,7 +21,9 @@ STAGE_LABELS = {"names": "names and job records", "POSIX": "POSIX records", "STD
 
 def add_parser(sub) -> None:
     p = sub.add_parser("joblog", help="write a multi-rank session's Darshan job log", description=__doc__)
-    p.add_argument("session", type=path_arg, help="a session directory holding <host>.rank<r>.darshan logs")
+    p.add_argument("session", type=path_arg, help="a session directory holding <host>.rank<r>.darshan logs, or a "
+                                                   "log directory (its newest multi-rank session, or --session)")
+    p.add_argument("--session", dest="session_name", help="session name in the log directory (default: newest)")
     p.add_argument("--nprocs", type=int, help="the job's process count (default: from the ranks' logs)")
     p.set_defaults(handler=run)
 
@@ -32,9 +34,10 @@ def run(args: argparse.Namespace) -> int:
     d = pathlib.Path(args.session)
     if not d.is_dir():
         raise TfdarshanError(f"{d}: not a directory")
-    recovered = live_log.summary_line(live_log.recover(d))      # ranks killed before writing their logs
+    recovered = live_log.summary_line(live_log.recover_all(d))      # ranks killed before writing their logs
     if recovered:
         print(f"tfdarshan joblog: {recovered}", file=sys.stderr)
+    d = session_directory(d, args.session_name)
     logs = {int(m.group(1)): p for p in sorted(d.glob("*.rank*.darshan"))
             if (m := re.fullmatch(r".*\.rank(\d+)\.darshan", p.name)) and not joblog.is_job_log(p.name)}
     if not logs:
@@ -62,11 +65,31 @@ def run(args: argparse.Namespace) -> int:
              f"{' ...' if len(missing) > 10 else ''}"] if missing else []
     partial = [r for r in info.get("partial_ranks", "").split(",") if r]
     if partial:
-        notes.append(f"partial: rank{'s' if len(partial) > 1 else ''} {', '.join(partial)} {live_log.WHY}")
+        many = len(partial) > 1
+        notes.append(f"partial: rank{'s' if many else ''} {', '.join(partial)}, ended without writing "
+                     f"{'their logs' if many else 'its log'}: counted up to {'their' if many else 'its'} last collect")
     if skipped:
         notes.append(f"{skipped} unreadable rank log{'s' if skipped > 1 else ''} skipped: {skipping.names(skipped_logs)}")
     print(f"wrote {written}: {len(logs) - skipped} of {size} ranks" + (f" ({'; '.join(notes)})" if notes else ""))
     return 0
+
+
+def session_directory(d: pathlib.Path, name=None) -> pathlib.Path:
+    """`d` itself when it holds rank logs (and no session was named), else
+    the newest multi-rank session under it (or the one named)."""
+    from tfdarshan.logs.logdir import find_sessions
+    if name is None and any(RANK_LOG.fullmatch(p.name) for p in d.glob("*.rank*.darshan")):
+        return d
+    ranked = [s for s in find_sessions(d) if (name is None or s.name == name)
+              and any(".rank" in h for h in s.hosts)]
+    if not ranked:
+        if name is not None:
+            raise TfdarshanError(f"{d}: no multi-rank session named {name}")
+        return d                         # said below: not a multi-rank session
+    return max(ranked, key=lambda s: s.name).directory
+
+
+RANK_LOG = re.compile(r".*\.rank(\d+)\.darshan")
 
 
 def first_readable(logs) -> dict:

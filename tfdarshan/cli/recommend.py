@@ -76,6 +76,7 @@ def _load(source: str, session: str = None):
     from tfdarshan.logs.logdir import load_snapshot, load_steps, pick_session, session_at
     path = pathlib.Path(source)
     if path.is_dir():
+        recover_dead(path)
         here = None if session else session_at(path)
         s, count = (here, 1) if here else pick_session(path, session)
         others = f"; the newest of {count}, --session picks another" if count > 1 else ""
@@ -91,6 +92,15 @@ def _load(source: str, session: str = None):
     if session:
         raise TfdarshanError(f"--session {session}: {path} is a log, not a log directory")
     return read_darshan_log(path), None, None, None, None, None
+
+
+def recover_dead(directory) -> None:
+    """Processes killed before writing their logs: their live logs become
+    partial logs first, so the advice counts them (said in one line)."""
+    from tfdarshan.logs import live_log
+    line = live_log.summary_line(live_log.recover_all(directory))
+    if line:
+        print(f"tfdarshan recommend: {line}", file=sys.stderr)
 
 
 def fast_tier(path: str, toml_files):
@@ -162,13 +172,16 @@ def run(args: argparse.Namespace) -> int:
                                tiers=T.load(args.tiers))
     if snap.meta.get("skipped_logs"):
         advice.findings.append(skipped_finding(snap.meta["skipped_logs"], snap.meta.get("processes", 1)))
+    partial = partial_logs(session, snap.meta.get("skipped_logs") or ()) if session is not None else []
+    if partial:
+        advice.findings.append(partial_finding(partial, len(session.hosts)))
     ranked = session is not None and sum(".rank" in h for h in session.hosts) > 1
     if args.objective == "critical-path" and not ranked:
         raise TfdarshanError("--objective critical-path plans for a session of several ranks; this one has one "
                              "process (its plan is the total one)")
     if ranked and args.granularity == "file":
         job_plans(advice, step_files if step_files is not None and len(step_files) else
-                  window_files(session), args.objective or "critical-path")
+                  window_files(session), args.objective or "critical-path", partial)
     if session_dir is not None:
         advice.findings.extend(rank_findings(session_dir, args.tiers))
     text = {"text": advice_report.render_text, "json": advice_report.render_json,
@@ -210,8 +223,9 @@ def window_files(session):
     return pd.concat(parts, ignore_index=True) if parts else None
 
 
-def job_plans(advice, step_files, objective: str) -> None:
-    """A multi-rank session: both plans (critical_path.py), the objective's staged."""
+def job_plans(advice, step_files, objective: str, partial=()) -> None:
+    """A multi-rank session: both plans (critical_path.py), the objective's
+    staged; ranks whose logs are partial are in, and named."""
     from tfdarshan.advice import critical_path as CP
     if step_files is None or step_files.empty:
         return
@@ -220,7 +234,41 @@ def job_plans(advice, step_files, objective: str) -> None:
     plans = CP.plan(costs, CP.cells_of(costs, step_files), stageable, advice.capacity, advice.chosen, objective)
     advice.chosen = plans.pop("chosen")
     plans["report"] = CP.report(plans)
+    if partial:
+        plans["partial_ranks"] = [p["label"] for p in partial]
+        plans["report"] += (f" {_names(partial)} {'is' if len(partial) == 1 else 'are'} counted as far as "
+                            f"recorded (partial: killed before writing {'its' if len(partial) == 1 else 'their'} "
+                            f"log{'s' if len(partial) > 1 else ''}).")
     advice.plans = plans
+
+
+def _names(partial) -> str:
+    labels = [p["label"] for p in partial]
+    return ", ".join(labels[:8]) + (f" and {len(labels) - 8} more" if len(labels) > 8 else "")
+
+
+def partial_logs(session, skipped=()):
+    """The session's partial logs (logdir.partial_logs), less the unreadable ones."""
+    from tfdarshan.logs.logdir import partial_logs as of_session
+    left_out = {s["log"] for s in skipped}
+    return [p for p in of_session(session) if f"{p['log']}.darshan" not in left_out]
+
+
+def partial_finding(partial, processes: int):
+    """The logs made from what a killed process had recorded, as a finding:
+    they are counted, as far as they go."""
+    from tfdarshan.advice.advisor import Finding
+    n = len(partial)
+    return Finding("WARN", f"{n} of {processes} log{'s' if processes > 1 else ''} partial: "
+                           f"{'a process' if n == 1 else 'processes'} killed before writing {'its' if n == 1 else 'their'} "
+                           f"log{'s' if n > 1 else ''}",
+                   "; ".join(f"{p['label']} {p['reason']}"
+                                                      + (f" (last collect {p['last_collect']})" if p["last_collect"] else "")
+                                                      for p in partial[:8]) + ". Their files, bytes and steps are "
+                   "counted up to then; what they did after is not.",
+                   "Give the job time to end (Slurm's KillWait, mpirun's odls_base_sigkill_timeout) or find why it "
+                   "was killed (OOM, time limit, a failed rank); rerun to see the whole job.",
+                   {"partial_logs": list(partial)})
 
 
 def emit(args: argparse.Namespace, text: str) -> None:
@@ -263,6 +311,7 @@ def per_node(args: argparse.Namespace, capacity) -> int:
         raise TfdarshanError(f"--per-node: {args.source} is a log; give the log directory of a multi-rank session")
     if args.format == "html":
         raise TfdarshanError("--per-node reports as text or json")
+    recover_dead(args.source)
     session = (None if args.session else session_at(args.source)) or pick_session(args.source, args.session)[0]
     ranks = tables_of(session.directory)["ranks"]
     tier = fast_tier(args.fast_tier, args.tiers)

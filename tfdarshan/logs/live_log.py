@@ -1,24 +1,35 @@
-"""The live logs (capture/live.py) that processes left behind when they died
-without writing their logs (SIGKILL, the OOM killer), turned into ordinary
-Darshan logs marked partial: `<stem>.live` becomes `<stem>.darshan`, with
-the counters as of the process's last collect and job metadata saying so
-(`partial`, `last_collect`). `tfdarshan joblog` and `analyze` do this first,
-so a killed rank is in the job log and the tables like any other."""
+"""The live logs (capture/live.py) and step journals (logs/live_series.py)
+that processes left behind when they died without writing their logs
+(SIGKILL, the OOM killer, a launcher's SIGKILL after SIGTERM), turned into
+ordinary Darshan logs marked partial: `<stem>.live` becomes `<stem>.darshan`,
+with the counters as of the process's last collect and job metadata saying
+so (`partial`: why, `last_collect`), and `<stem>.live-steps` its step series
+(`<stem>.steps.parquet`, `<stem>.step_files.parquet`) as of the same collect.
+Every reader of a log directory does this first (`recover_all`), so a killed
+rank is in the job log, the tables, the advice and the tab like any other."""
 from __future__ import annotations
 
 import datetime
+import os
 import pathlib
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 
-from tfdarshan.capture import _native, heatmap as H, live
+from tfdarshan.capture import _native, heatmap as H, live, mounts as M
 from tfdarshan.capture.recorder import EXT_FIELDS, Recorder
 from tfdarshan.errors import TfdarshanError
+from tfdarshan.logs import live_series, series
 from tfdarshan.logs.darshan_log import write_darshan_log
 
-PARTIAL = "partial"          # the job metadata key a converted log carries
-WHY = "ended without writing its log; counters as of its last collect"
+PARTIAL = "partial"          # the job metadata key a converted log carries: why it is partial
+WHY = "ended without writing its log; counters and step series as of its last collect"
+KILLED = "killed before writing its log; counters and step series as of its last collect"
+
+
+def killed_after_signal(signum: int) -> str:
+    return (f"told to stop by signal {signum}, then killed while writing its log; counters and step "
+            f"series as of its last collect, after the signal")
 
 
 def is_partial(meta: Dict) -> bool:
@@ -33,29 +44,91 @@ def recover(session_dir) -> Dict[str, List]:
     "unreadable": [{"log", "reason"}]}."""
     out: Dict[str, List] = {"converted": [], "running": [], "unreadable": []}
     for path in sorted(pathlib.Path(session_dir).glob(f"*{live.SUFFIX}")):
-        target = path.with_name(path.name[: -len(live.SUFFIX)] + ".darshan")
+        stem = path.name[: -len(live.SUFFIX)]
+        target = path.with_name(stem + ".darshan")
+        journal = path.with_name(stem + live_series.SUFFIX)
         try:
             if live.owner_alive(path):
                 out["running"].append(path)
                 continue
             if not target.exists():     # else the process wrote its log and died before removing this
-                convert(path, target)
+                convert(path, target, journal)
                 out["converted"].append(target)
+                _remove_unfinished(path.parent, stem)
+            _remove(journal)
             path.unlink()
         except (live.LiveFileError, TfdarshanError, OSError, ValueError, KeyError) as e:
             out["unreadable"].append({"log": path.name, "reason": str(e).replace(f"{path}: ", "")})
+    # a journal whose process wrote its log (and died before removing the journal)
+    for journal in pathlib.Path(session_dir).glob(f"*{live_series.SUFFIX}"):
+        stem = journal.name[: -len(live_series.SUFFIX)]
+        if journal.with_name(stem + ".darshan").exists() and not journal.with_name(stem + live.SUFFIX).exists():
+            _remove(journal)
     return out
 
 
-def convert(path: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
-    """One live log as a Darshan log marked partial."""
+def convert(path: pathlib.Path, target: pathlib.Path, journal: Optional[pathlib.Path] = None) -> pathlib.Path:
+    """One live log as a Darshan log marked partial, and its step journal
+    (when there is one) as the log's step series, written first: a reader
+    that waits for the .darshan finds the series beside it."""
     state = live.read(path)
     snap = to_snapshot(state)
     ident = state.identity
     when = datetime.datetime.fromtimestamp(state.refresh_wall).isoformat(timespec="seconds")
-    meta = dict(ident.get("metadata") or {}, **{PARTIAL: WHY, "last_collect": when,
+    why = killed_after_signal(state.ended_signal) if state.ended_signal else KILLED
+    meta = dict(ident.get("metadata") or {}, **{PARTIAL: why, "last_collect": when,
                                                 "pid": str(ident.get("pid", ""))})
+    if journal is not None and journal.exists():
+        meta.update(_write_series(journal, target, snap, ident))
     return write_darshan_log(snap, target, exe=ident.get("exe"), jobid=ident.get("jobid"), metadata=meta)
+
+
+def _write_series(journal: pathlib.Path, target: pathlib.Path, snap, ident: Dict) -> Dict[str, str]:
+    """The journal replayed into the series files beside `target`; the job
+    metadata that says what it holds. A journal that cannot be read leaves
+    the log without a series, and the metadata says why."""
+    stem = target.name[: -len(".darshan")]
+    try:
+        steps, files, _ = live_series.replay(journal)
+    except (TfdarshanError, OSError) as e:
+        return {"steps_lost": str(e).replace(f"{journal}: ", "")}
+    mounts = [M.Mount(p, t) for p, t in ident.get("mounts") or []] or M.current()
+    series.write_parquet(steps, target.with_name(f"{stem}.steps.parquet"))
+    series.write_parquet(series.with_paths(files, snap, mounts), target.with_name(f"{stem}.step_files.parquet"))
+    real = steps[steps["step"] >= 0]["step"]
+    return {"steps": f"{int(real.min())}:{int(real.max())}" if len(real) else "window"}
+
+
+def _remove_unfinished(directory: pathlib.Path, stem: str) -> None:
+    """What a process killed while writing its log left half-written: the
+    temporary files of its Darshan log and step series (never renamed)."""
+    for p in directory.glob(f".{stem}.darshan.*"):
+        _remove(p)
+    for suffix in (".steps.parquet", ".step_files.parquet"):
+        _remove(directory / f".{stem}{suffix}.tmp")
+
+
+def _remove(path: pathlib.Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def recover_all(logdir) -> Dict[str, List]:
+    """recover() in every session directory under a log directory (or the
+    directory itself) that holds a live log: what a reader does before it
+    lists sessions, so that a process that died leaves a session that is seen."""
+    root = pathlib.Path(logdir)
+    out: Dict[str, List] = {"converted": [], "running": [], "unreadable": []}
+    dirs = {p.parent for p in root.glob(f"*{live.SUFFIX}")}
+    for parts in (("plugins", "profile"), ("plugins", "tfdarshan")):
+        dirs |= {p.parent for p in root.glob(os.path.join("**", *parts, "*", f"*{live.SUFFIX}"))}
+    for d in sorted(dirs):
+        got = recover(d)
+        for k in out:
+            out[k].extend(got[k])
+    return out
 
 
 def to_snapshot(state: live.LiveState):

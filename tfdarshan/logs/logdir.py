@@ -99,6 +99,26 @@ def process_label(stem: str, capture: bool = False) -> str:
     return f"{m.group(1)} {'port' if capture else 'pid'} {m.group(2)}" if m else stem
 
 
+def partial_logs(session: Session, hosts: Optional[List[str]] = None) -> List[Dict[str, str]]:
+    """The logs of the session (or of `hosts`) that hold their process only
+    in part: it was killed before writing its log, and the log was made from
+    what it had recorded (logs/live_log.py). Each {"log": stem, "label": how
+    the tab names it, "reason": why, from the log's metadata, "last_collect"};
+    a log whose header cannot be read is not listed (its readers say why)."""
+    from tfdarshan.logs.darshan_log import read_job_record
+    from tfdarshan.logs.live_log import PARTIAL
+    out = []
+    for h in (session.hosts if hosts is None else hosts):
+        try:
+            meta = read_job_record(session.directory / f"{h}.darshan")["metadata"]
+        except (TfdarshanError, OSError):
+            continue
+        if PARTIAL in meta:
+            out.append({"log": h, "label": process_label(h), "reason": meta[PARTIAL],
+                        "last_collect": meta.get("last_collect", "")})
+    return out
+
+
 def load_snapshot(session: Session, host: Optional[str] = None, stems: Optional[List[str]] = None) -> Snapshot:
     """One host's log, the logs named by `stems` (a node's ranks), or all of
     the session's merged. Of several logs, unreadable ones are skipped and

@@ -50,6 +50,32 @@ def step_totals(sums) -> dict:
     return {c: sums[K.SERIES_ONCE.get(c, c)] for c in STEP_FIELDS}
 
 
+def with_paths(files: pd.DataFrame, snap, mounts) -> pd.DataFrame:
+    """The per-file rows with each file's path and mount point, named from
+    the snapshot of the same window (a file whose only I/O was kernel-side
+    has its path in `extra` alone)."""
+    from tfdarshan.capture import mounts as M
+    files = files.copy()
+    # a file's path from STDIO, else POSIX, else extra (the later tables win)
+    named = pd.concat([t[["record_id", "path"]] for t in (snap.extra, snap.posix, snap.stdio)], ignore_index=True)
+    named = named.drop_duplicates("record_id", keep="last")
+    # each file once (a series repeats it every step it was read in), then every row
+    codes, ids = pd.factorize(files["record_id"].to_numpy(np.uint64))
+    at = pd.Index(named["record_id"].to_numpy(np.uint64)).get_indexer(ids)
+    paths = np.append(named["path"].to_numpy(dtype=object), "")[at]
+    points = M.points_of(pd.Series(paths, dtype=object), mounts) if len(paths) else np.zeros(0, dtype=object)
+    files["path"] = pd.Series(paths[codes] if len(codes) else paths, dtype=object, index=files.index)
+    files["mount"] = points[codes] if len(codes) else points
+    return files
+
+
+def prepare_writer() -> None:
+    """Load what writing a series needs (pyarrow's Parquet writer and pandas'
+    glue) now: a process told to end has about a second to write its logs."""
+    import io
+    pd.DataFrame({"x": [0]}).to_parquet(io.BytesIO())
+
+
 def write_parquet(df: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
     """Written with a CRC a page, which read_parquet checks: a flipped bit in
     a step's numbers is an unreadable series, not a wrong figure."""
@@ -57,7 +83,10 @@ def write_parquet(df: pd.DataFrame, path: pathlib.Path) -> pathlib.Path:
     # paths may hold surrogate escapes (non-UTF-8 names): store them as bytes
     df = df.copy()
     if "path" in df:
-        df["path"] = [os.fsencode(p) for p in df["path"]]
+        # each distinct path encoded once: a series repeats a file's path every step it is read in
+        codes, uniq = pd.factorize(df["path"])
+        encoded = np.array([os.fsencode(p) for p in uniq] + [b""], dtype=object)
+        df["path"] = encoded[codes]
     df.to_parquet(tmp, index=False, write_page_checksum=True)
     os.replace(tmp, path)
     return path

@@ -1,6 +1,19 @@
 """Whole-run profiling: the engine behind `tfdarshan run` and the automatic
 start in child processes. Files are written once, however the process ends
-(normal exit, uncaught exception, SIGTERM, os._exit)."""
+(normal exit, uncaught exception, SIGTERM, os._exit).
+
+Until its log is written, a process keeps its counters (capture/live.py) and
+its step series (logs/live_series.py) current on disk at every collect, so
+a SIGKILL at any moment leaves them up to its last collect.
+
+SIGTERM (a launcher aborting a job: Open MPI's mpirun sends SIGKILL 1 s
+later, Slurm after KillWait) is answered on a thread of its own: one last
+collect, the log written, then the process ends at once, as SIGTERM would
+have ended it without tfdarshan (exit status 128 + 15), its interpreter's
+slow teardown skipped. The thread is woken through Python's signal wake-up
+file descriptor, so this works while the main thread is blocked in C (an
+MPI collective waiting for a dead rank, a TensorFlow op), where a Python
+signal handler would never run."""
 from __future__ import annotations
 
 import atexit
@@ -16,7 +29,7 @@ from typing import Optional, Tuple
 from tfdarshan.capture import _native, live, ranks
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logs import jobdir, joblog
+from tfdarshan.logs import darshan_format, jobdir, joblog, live_series, series
 from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import session_root
 from tfdarshan.tf import flight_recorder, session as session_mod, steps as S
@@ -49,12 +62,22 @@ class WholeRun:
         self.live = None
         self.pid = os.getpid()
         self._done = False
+        self._finished = threading.Event()
+        self._finisher: Optional[threading.Thread] = None
         self._lock = threading.Lock()
         self._real_exit = None
+        self.signalled: Optional[int] = None     # the signal this process is ending on
 
     # ---------------------------------------------------------------- start
     def start(self) -> None:
         RECORDER.attach(trace=self.trace)
+        try:
+            # what the logs are written with, loaded now: a process told to end
+            # by its launcher has about a second before SIGKILL
+            series.prepare_writer()
+            darshan_format.library()
+        except Exception as e:   # noqa: BLE001 - the write at the end will say what is wrong
+            log.debug("tfdarshan: could not load the log writers early: %s", e)
         # counters a SIGKILL cannot take away (a forked child's exit writes its own log instead)
         self.live = session_mod.start_live_log(self.run_dir, "flight recorder" if self.flight is not None else "run")
         if self.children:
@@ -70,7 +93,10 @@ class WholeRun:
         self._install_exit_hooks()
 
     def _open(self) -> None:
-        self.session = session_mod.open_session(str(self.logdir), label="run", trace=self.trace)
+        # the series journaled beside the live counters, named as they are
+        journal = self.live.path.with_name(self.live.path.name[: -len(live.SUFFIX)] + live_series.SUFFIX) \
+            if self.live is not None else None
+        self.session = session_mod.open_session(str(self.logdir), label="run", trace=self.trace, journal=journal)
 
     def _on_step(self, event: str, step: int) -> None:
         first, last = self.steps
@@ -86,10 +112,13 @@ class WholeRun:
         os.environ["PYTHONPATH"] = os.pathsep.join(paths)
 
     def _install_exit_hooks(self) -> None:
-        # SIGTERM: turn the default "die at once" into an exit that writes logs
+        global _terminating_run
+        # SIGTERM: turn the default "die at once" into "write the log, then die at once"
         if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None) and \
                 threading.current_thread() is threading.main_thread():
+            _terminating_run = self
             signal.signal(signal.SIGTERM, _sigterm)
+            _watch_signals()
         if self._real_exit is None:
             real = os._exit
             self._real_exit = real
@@ -101,18 +130,41 @@ class WholeRun:
             os._exit = _exit
 
     # --------------------------------------------------------------- finish
+    def terminated(self, signum: int) -> None:
+        """SIGTERM came (on the signal thread): collect once more, so that the
+        live files hold everything up to now, then write the log."""
+        if os.getpid() == self.pid and self.live is not None:
+            with RECORDER._lock:
+                self.live.mark_ended(signum)
+                RECORDER.collect()
+        self.signalled = signum
+        self.finish()
+
     def finish(self) -> None:
         global _finishing
         # first of all: a SIGTERM from now on (multiprocessing terminates pool
         # workers that are already exiting) must not cut the logs short
         _finishing = True
         with self._lock:
-            if self._done:
-                return
+            started = self._done
             self._done = True
+            if not started:
+                self._finisher = threading.current_thread()
+        if started:
+            # another thread writes the logs (the SIGTERM thread): the process
+            # must not end before they are written
+            if threading.current_thread() is not self._finisher:
+                self._finished.wait()
+            return
         if threading.current_thread() is threading.main_thread():
             # the process is ending: a second SIGTERM must not cut the logs short
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            self._finish()
+        finally:
+            self._finished.set()
+
+    def _finish(self) -> None:
         try:
             if self.flight_recorder is not None and os.getpid() == self.pid:
                 self.flight_recorder.stop()
@@ -127,7 +179,9 @@ class WholeRun:
             print(f"tfdarshan: could not write the run's logs: {e}", file=sys.stderr)
 
     def _end_live(self) -> None:
-        """The run's log is written (or was never to be): the live log goes."""
+        """The run's log is written (or was never to be): the live files go."""
+        if self.session is not None and self.session.journal is not None:
+            self.session.journal.close()
         live.stop(self.live)
         self.live = None
         try:
@@ -142,6 +196,11 @@ class WholeRun:
         if self.rank and "fallback" in out:
             print(f"tfdarshan: rank {self.rank.rank}'s log is not in the job's session directory: copy "
                   f"{out['fallback']}/* into {self.run_dir} and run `tfdarshan joblog {self.run_dir}`", file=sys.stderr)
+        elif self.rank and self.signalled:
+            # the whole job is being stopped: the job log (all ranks' logs read)
+            # would not finish before the launcher's SIGKILL
+            print(f"tfdarshan: rank {self.rank.rank} stopped by signal {self.signalled}; run `tfdarshan joblog "
+                  f"{self.run_dir}` for the job log", file=sys.stderr)
         elif self.rank:
             stem = out["darshan"].name[: -len(".darshan")]
             try:
@@ -163,11 +222,102 @@ class WholeRun:
 
 
 _finishing = False
+_terminating_run: Optional[WholeRun] = None      # the run a SIGTERM ends
+_signal_thread: Optional[threading.Thread] = None
+_signal_lock = threading.Lock()
+_wakeup = {"fd": -1, "pid": 0}
 
 
 def _sigterm(signum, frame):
-    if not _finishing:
-        raise SystemExit(128 + signum)
+    """The Python-level handler (runs in the main thread, when it runs
+    Python): hand the work to the SIGTERM thread and carry on."""
+    _terminate(signum)
+
+
+def _terminate(signum: int) -> None:
+    """Start the SIGTERM thread, once: it writes the logs and ends the process."""
+    global _signal_thread
+    if _finishing:
+        return          # the logs are being written anyway: a second SIGTERM changes nothing
+    with _signal_lock:
+        if _signal_thread is not None:
+            return
+        _signal_thread = threading.Thread(target=_end_on_signal, args=(signum,), name="tfdarshan-sigterm")
+        _signal_thread.start()
+
+
+def _end_on_signal(signum: int) -> None:
+    run = _terminating_run
+    code = 128 + signum
+    try:
+        if run is not None:
+            run.terminated(signum)
+    except Exception as e:   # noqa: BLE001 - the process must still end as it was told to
+        print(f"tfdarshan: could not write the logs on signal {signum}: {e}", file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:   # noqa: BLE001 - a closed or broken stream: nothing more to say
+            pass
+    real = getattr(os._exit, "__tfdarshan_original__", os._exit)
+    real(code)
+
+
+def _watch_signals() -> None:
+    """Be told of SIGTERM even while the main thread is blocked in C: Python's
+    C-level handler writes each signal's number to the wake-up fd at once,
+    and a thread of ours reads it. Left alone when the program has a wake-up
+    fd of its own (asyncio), and undone in forked children (they share it)."""
+    if _wakeup["fd"] >= 0 and _wakeup["pid"] == os.getpid():
+        return
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except (ValueError, OSError):
+        os.close(r)
+        os.close(w)
+        return
+    if old != -1:
+        signal.set_wakeup_fd(old)
+        os.close(r)
+        os.close(w)
+        return
+    _wakeup.update(fd=w, pid=os.getpid())
+    threading.Thread(target=_read_signals, args=(r, w), name="tfdarshan-signals", daemon=True).start()
+
+
+def _read_signals(r: int, w: int) -> None:
+    while True:
+        try:
+            got = os.read(r, 64)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        if not got:
+            return
+        if os.getpid() != _wakeup["pid"]:
+            return
+        if signal.SIGTERM in got and signal.getsignal(signal.SIGTERM) is _sigterm:
+            _terminate(signal.SIGTERM)
+
+
+def _forget_wakeup_in_child() -> None:
+    """A forked child shares the pipe: its signals must not reach the parent's thread."""
+    global _signal_thread
+    _signal_thread = None
+    if _wakeup["fd"] >= 0:
+        try:
+            old = signal.set_wakeup_fd(-1)
+            if old != _wakeup["fd"]:
+                signal.set_wakeup_fd(old)       # someone else's since: theirs to keep
+        except (ValueError, OSError):
+            pass
+        _wakeup.update(fd=-1, pid=0)
+
+
+os.register_at_fork(after_in_child=_forget_wakeup_in_child)
 
 
 def start_child_from_environment() -> Optional[WholeRun]:

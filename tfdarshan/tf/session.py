@@ -27,7 +27,7 @@ from tfdarshan.capture import _native, config, live, mounts as M, ranks
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logs import destination, series
+from tfdarshan.logs import destination, live_series, series
 from tfdarshan.logs.darshan_log import job_id_from_environment, write_darshan_log
 from tfdarshan.tf import xplane
 from tfdarshan.tf.steps import StepSeries
@@ -60,10 +60,13 @@ def output_stem(run_dir: pathlib.Path) -> str:
     return host
 
 
-def open_session(logdir: Optional[str], *, label: str, trace: Optional[bool] = None) -> "ProfileSession":
+def open_session(logdir: Optional[str], *, label: str, trace: Optional[bool] = None,
+                 journal: Optional[pathlib.Path] = None) -> "ProfileSession":
     """The one way a driver (tf.profiler, Keras, `profile()`, `tfdarshan
-    run`) opens a profiling session: a window on the process's recorder."""
-    return ProfileSession(RECORDER, logdir, trace=trace, label=label).start()
+    run`) opens a profiling session: a window on the process's recorder.
+    With `journal`, its step series is also journaled there as it grows
+    (logs/live_series.py), for a process that may be killed."""
+    return ProfileSession(RECORDER, logdir, trace=trace, label=label).start(journal)
 
 
 def close_session(session: "ProfileSession", run_dir: Optional[pathlib.Path] = None, *,
@@ -90,6 +93,7 @@ class ProfileSession:
         self.attached_here = False
         self.snapshot: Optional[Snapshot] = None
         self.closed = False
+        self.journal: Optional[live_series.Journal] = None
 
     @classmethod
     def of_window(cls, recorder, snapshot: Snapshot, steps: pd.DataFrame, step_files: pd.DataFrame, *,
@@ -100,7 +104,7 @@ class ProfileSession:
         s.snapshot, s.steps, s.step_files, s.closed = snapshot, steps, step_files, True
         return s
 
-    def start(self) -> "ProfileSession":
+    def start(self, journal: Optional[pathlib.Path] = None) -> "ProfileSession":
         self.started_wall = time.time()
         try:
             if not _native.is_attached():
@@ -112,7 +116,12 @@ class ProfileSession:
                 self._rec.set_trace(True, settings.trace_memory if settings else config.DEFAULT_TRACE_MEMORY)
                 self._trace_switched = True
             self.window = self._rec.open_window()
-            self.series = StepSeries(self._rec)
+            if journal is not None:
+                # the window starts where its first snapshot ends
+                clock = self._rec.clock
+                start = int(clock.origin_ticks + self.window.start.end * clock.ticks_per_second)
+                self.journal = _journal(journal, start, clock)
+            self.series = StepSeries(self._rec, journal=self.journal)
         except BaseException:
             self.cancel()           # nothing half-started is left behind
             raise
@@ -144,6 +153,8 @@ class ProfileSession:
         finally:
             if self.series is not None:
                 self.series.cancel()
+            if self.journal is not None:
+                self.journal.close()
             if self.attached_here:
                 self._rec.detach()
 
@@ -174,13 +185,7 @@ class ProfileSession:
         meta.update(metadata or {})
         with _native.suppressed():
             mts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []] or M.current()
-            files = self.step_files.copy()
-            # (a file whose only I/O was kernel-side has its path in extra alone)
-            paths = dict(zip(snap.extra["record_id"], snap.extra["path"]))
-            paths.update(dict(zip(snap.posix["record_id"], snap.posix["path"])))
-            paths.update(dict(zip(snap.stdio["record_id"], snap.stdio["path"])))
-            files["path"] = pd.Series([paths.get(r, "") for r in files["record_id"]], dtype=object)
-            files["mount"] = M.points_of(files["path"], mts)
+            files = series.with_paths(self.step_files, snap, mts)
             if snap.meta.get("coverage"):
                 out["coverage"] = run_dir / f"{stem}.coverage.json"
                 out["coverage"].write_text(json.dumps(snap.meta["coverage"]))
@@ -198,6 +203,18 @@ class ProfileSession:
             # tools abort on a rank past nprocs); its rank in the job is in the metadata
             out["darshan"] = write_darshan_log(snap, run_dir / f"{stem}.darshan", metadata=meta)
         return out
+
+
+def _journal(path: pathlib.Path, window_start_ticks: int, clock) -> Optional[live_series.Journal]:
+    """The step journal at `path`, or None (said on stderr) when it cannot be made."""
+    try:
+        with _native.suppressed():
+            return live_series.Journal(path, window_start_ticks=window_start_ticks,
+                                       ticks_per_second=clock.ticks_per_second)
+    except OSError as e:
+        print(f"tfdarshan: no step journal at {path} ({e.strerror or e}): a killed process will leave its "
+              f"counters without their step series", file=sys.stderr)
+        return None
 
 
 def start_live_log(run_dir: pathlib.Path, source: str):

@@ -21,12 +21,11 @@ import threading
 from typing import List, Optional
 
 import numpy as np
-import pandas as pd
 
 from tfdarshan.capture import _native
 from tfdarshan.logs.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, SETUP_STEP,  # noqa: F401
-                                   STEP_COLUMNS, STEP_FIELDS, STORAGE_COLUMNS, TIME_FIELDS, WINDOW_STEP,
-                                   step_totals)
+                                   STEP_COLUMNS, TIME_FIELDS, WINDOW_STEP)
+from tfdarshan.logs.step_entries import StepEntries, frames  # noqa: F401 (frames: the flight recorder's too)
 
 R = _native.ROW_INDEX
 
@@ -59,24 +58,30 @@ def active() -> bool:
 
 
 class StepSeries:
-    def __init__(self, recorder, source: str = "any"):
+    """Listens to the recorder's collects while a window is open and keeps
+    the window's step entries (logs/step_entries.py). With a journal
+    (logs/live_series.py) every event also goes to disk as it happens, so a
+    process killed at any moment leaves its series up to its last collect."""
+
+    def __init__(self, recorder, source: str = "any", journal=None):
         self._rec = recorder
         self._clock = recorder._clock or _native.clock()
-        self._pending: List[np.ndarray] = []     # per-file deltas not yet given a step
         # the window opened just before: the set-up (or a window without
         # steps) starts here, not at the first collect, which may come late
-        self._pending_start: int = _native.now_ticks()
-        self._storage_at = storage_reads()
-        self._open: Optional[int] = None
-        self._began = False              # has any step begun?
-        self._steps: List[dict] = []
-        self._files: List[np.ndarray] = []
+        self._book = StepEntries(_native.now_ticks(), storage_reads())
         self.source = source
-        self.last_step: Optional[dict] = None
-        self.cut_step: Optional[int] = None
+        self.journal = journal
         recorder.add_listener(self._on_interval)
         with _lock:
             _series.append(self)
+
+    @property
+    def last_step(self) -> Optional[dict]:
+        return self._book.last_step
+
+    @property
+    def cut_step(self) -> Optional[int]:
+        return self._book.cut_step
 
     # -------------------------------------------------------- recorder side
     def _on_interval(self, interval) -> None:
@@ -84,57 +89,26 @@ class StepSeries:
             return
         rows = step_rows(interval.index, interval.before, interval.after)
         if len(rows):
-            self._pending.append(rows)
-
-    def _flush(self, step: int) -> None:
-        """Give what accumulated since the last boundary to `step`."""
-        now = _native.now_ticks()
-        start = self._pending_start
-        rows = np.concatenate(self._pending) if self._pending else np.zeros((0, 2 + len(FIELDS)), dtype=np.int64)
-        self._pending = []
-        self._pending_start = now
-        now_read = storage_reads()
-        # (a forked child's counts start again from its own zero)
-        taken = [max(b - a, 0) for a, b in zip(self._storage_at, now_read)]
-        self._storage_at = now_read
-        if len(rows):
-            # one row per file per step
-            order = np.argsort(rows[:, 0], kind="stable")
-            rows = rows[order]
-            uniq, first = np.unique(rows[:, 0], return_index=True)
-            summed = np.add.reduceat(rows[:, 2:], first, axis=0)
-            rows = np.column_stack([uniq, rows[first, 1], summed])
-        if self._steps and self._steps[-1]["step"] == step:
-            entry = self._steps[-1]          # the same step continues (end after begin)
-            entry["end"] = now
-            entry["rows"].append(rows)
-            entry["storage"] = [a + b for a, b in zip(entry["storage"], taken)]
-        else:
-            entry = {"step": step, "start": start, "end": now, "rows": [rows], "storage": taken}
-            self._steps.append(entry)
-        # the step's totals, once, for tfdarshan.stats()
-        totals = entry.get("totals", np.zeros(len(FIELDS), dtype=np.int64))
-        entry["totals"] = totals + (rows[:, 2:].sum(axis=0) if len(rows) else 0)
-        if step >= 0:
-            self.last_step = entry
+            self._book.rows(rows)
+            if self.journal is not None:
+                self.journal.rows(rows, self._rec._ids, interval.now_ticks)
 
     # --------------------------------------------------------- step markers
     def begin(self, step: int) -> None:
         with self._rec._lock:
             self._rec.collect()
-            if self._open is not None:
-                self._flush(self._open)      # a step that never ended
-            if not self._began:
-                self._flush(SETUP_STEP)      # everything before the first step is set-up
-                self._began = True
-            self._flush(step)                # I/O since the last step belongs to this one
-            self._open = step
+            now = _native.now_ticks()
+            self._book.begin(step, now, storage_reads())
+            if self.journal is not None:
+                self.journal.begin(step, now)
 
     def end(self, step: int) -> None:
         with self._rec._lock:
             self._rec.collect()
-            self._flush(step if self._open is None else self._open)
-            self._open = None
+            now = _native.now_ticks()
+            self._book.end(step, now, storage_reads())
+            if self.journal is not None:
+                self.journal.end(step, now)
 
     def finish(self) -> None:
         """Called after the window's last collect: leftovers go to the open
@@ -144,14 +118,11 @@ class StepSeries:
         with _lock:
             if self in _series:
                 _series.remove(self)
-        # a step still running when the window closed was cut by it: its end
-        # is the window's, and may hold profiler shutdown work (Keras' trace
-        # export runs before the batch-end marker reaches us)
-        self.cut_step = self._open
-        if self._open is not None:
-            self._flush(self._open)
-        else:
-            self._flush(AFTER_STEPS if self._began else WINDOW_STEP)
+        with self._rec._lock:
+            now = _native.now_ticks()
+            self._book.finish(now, storage_reads())
+            if self.journal is not None:
+                self.journal.finish(now)
 
     def cancel(self) -> None:
         self._rec.remove_listener(self._on_interval)
@@ -163,8 +134,8 @@ class StepSeries:
     def frames(self, window_start_ticks: int):
         """(per-step totals, per-file per-step rows); times in seconds from
         the window start; record ids are Darshan's."""
-        return frames(self._steps, self._rec._ids, self._clock.ticks_per_second, window_start_ticks,
-                      self.cut_step)
+        return frames(self._book.entries, self._rec._ids, self._clock.ticks_per_second, window_start_ticks,
+                      self._book.cut_step)
 
 
 def storage_reads() -> list:
@@ -183,45 +154,3 @@ def step_rows(index: np.ndarray, before: np.ndarray, after: np.ndarray) -> np.nd
     delta = after[:, cols] - before[:, cols]
     keep = delta.any(axis=1)
     return np.column_stack([index[keep], after[keep, R["MODULE"]], delta[keep]])
-
-
-def frames(entries: List[dict], ids: np.ndarray, ticks_per_second: float, window_start_ticks: int,
-           cut_step: Optional[int] = None):
-    """The step series' two frames from step entries ({step, start, end (ticks),
-    rows: [arrays of step_rows]}): per-step totals and per-step per-file rows."""
-    file_parts, per_step = [], []
-    for e in entries:
-        rows = np.concatenate(e["rows"]) if e["rows"] else np.zeros((0, 2 + len(FIELDS)), dtype=np.int64)
-        if len(rows) > 1:
-            order = np.argsort(rows[:, 0], kind="stable")
-            rows = rows[order]
-            uniq, first = np.unique(rows[:, 0], return_index=True)
-            rows = np.column_stack([uniq, rows[first, 1], np.add.reduceat(rows[:, 2:], first, axis=0)])
-        df = pd.DataFrame(rows[:, 2:], columns=list(FIELDS))
-        df.insert(0, "module", np.where(rows[:, 1] == _native.MODULE_STDIO, "STDIO", "POSIX"))
-        df.insert(0, "record_id", ids[rows[:, 0].astype(np.int64)] if len(rows) else np.zeros(0, np.uint64))
-        df.insert(0, "step", e["step"])
-        file_parts.append(df)
-        totals = {k: int(v) for k, v in step_totals({k: df[k].sum() for k in FIELDS}).items()}
-        per_step.append({"step": e["step"], "start": (e["start"] - window_start_ticks),
-                           "end": (e["end"] - window_start_ticks), "files": len(df), **totals})
-    files = pd.concat(file_parts, ignore_index=True) if file_parts else pd.DataFrame(columns=FILE_COLUMNS)
-    steps = pd.DataFrame(per_step, columns=STEP_COLUMNS)
-    steps[CUT_COLUMN] = (steps["step"] == cut_step) & (steps["step"] >= 0)
-    if entries and all("storage" in e for e in entries):     # (the flight recorder's have none)
-        for i, c in enumerate(STORAGE_COLUMNS):
-            steps[c] = np.array([e["storage"][i] for e in entries], dtype=np.int64)
-    hz = ticks_per_second
-    for df in (files, steps):
-        for c in TIME_FIELDS:
-            df[c] = df[c].astype(np.float64) / hz
-    steps["start"] = steps["start"].astype(np.float64) / hz
-    steps["end"] = steps["end"].astype(np.float64) / hz
-    files["record_id"] = files["record_id"].astype(np.uint64)
-    for c in FIELDS:
-        if c not in TIME_FIELDS:
-            files[c] = files[c].astype(np.int64)
-    for c in STEP_FIELDS:
-        if c not in TIME_FIELDS:
-            steps[c] = steps[c].astype(np.int64)
-    return steps, files
