@@ -32,6 +32,11 @@ NOT_STEPS = {WINDOW_STEP: "the window (no step markers)", SETUP_STEP: "set-up, b
 # optional (older series lack it): the step the window's end cut short, whose
 # duration may include profiler shutdown
 CUT_COLUMN = "cut_by_window_end"
+# optional (older series, imported logs and retimed ones lack it): seconds of
+# the step during which a read or metadata call was in flight on any thread,
+# the union of the calls' intervals (native/records_busy.c); never more than
+# the step, however many threads read at once
+IO_WALL_COLUMN = "io_wall"
 FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
 
 

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.capture import _native
-from tfdarshan.logs.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, SETUP_STEP,  # noqa: F401
-                                   STEP_COLUMNS, TIME_FIELDS, WINDOW_STEP)
+from tfdarshan.logs.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, IO_WALL_COLUMN,  # noqa: F401
+                                   SETUP_STEP, STEP_COLUMNS, TIME_FIELDS, WINDOW_STEP)
 
 R = _native.ROW_INDEX
 
@@ -57,6 +57,7 @@ class StepSeries:
         self._rec = recorder
         self._clock = recorder._clock or _native.clock()
         self._pending: List[np.ndarray] = []     # per-file deltas not yet given a step
+        self._pending_busy = 0                   # ticks with input I/O in flight, not yet given a step
         # the window opened just before: the set-up (or a window without
         # steps) starts here, not at the first collect, which may come late
         self._pending_start: int = _native.now_ticks()
@@ -73,6 +74,7 @@ class StepSeries:
 
     # -------------------------------------------------------- recorder side
     def _on_interval(self, interval) -> None:
+        self._pending_busy += int(getattr(interval, "busy_ticks", 0))
         if len(interval.index) == 0:
             return
         rows = step_rows(interval.index, interval.before, interval.after)
@@ -86,6 +88,7 @@ class StepSeries:
         rows = np.concatenate(self._pending) if self._pending else np.zeros((0, 2 + len(FIELDS)), dtype=np.int64)
         self._pending = []
         self._pending_start = now
+        busy, self._pending_busy = self._pending_busy, 0
         if len(rows):
             # one row per file per step
             order = np.argsort(rows[:, 0], kind="stable")
@@ -97,8 +100,9 @@ class StepSeries:
             entry = self._steps[-1]          # the same step continues (end after begin)
             entry["end"] = now
             entry["rows"].append(rows)
+            entry["busy"] = entry.get("busy", 0) + busy
         else:
-            entry = {"step": step, "start": start, "end": now, "rows": [rows]}
+            entry = {"step": step, "start": start, "end": now, "rows": [rows], "busy": busy}
             self._steps.append(entry)
         # the step's totals, once, for tfdarshan.stats()
         totals = entry.get("totals", np.zeros(len(FIELDS), dtype=np.int64))
@@ -183,11 +187,16 @@ def frames(entries: List[dict], ids: np.ndarray, ticks_per_second: float, window
         file_parts.append(df)
         totals = {k: int(df[k].sum()) for k in FIELDS}
         per_step.append({"step": e["step"], "start": (e["start"] - window_start_ticks),
-                           "end": (e["end"] - window_start_ticks), "files": len(df), **totals})
+                           "end": (e["end"] - window_start_ticks), "files": len(df), **totals,
+                         IO_WALL_COLUMN: e.get("busy", 0)})
     files = pd.concat(file_parts, ignore_index=True) if file_parts else pd.DataFrame(columns=FILE_COLUMNS)
-    steps = pd.DataFrame(per_step, columns=STEP_COLUMNS)
+    steps = pd.DataFrame(per_step, columns=STEP_COLUMNS + [IO_WALL_COLUMN])
     steps[CUT_COLUMN] = (steps["step"] == cut_step) & (steps["step"] >= 0)
     hz = ticks_per_second
+    # the union of the step's calls, never longer than the step (spans are clipped to collects, a step's
+    # ends are read just after them)
+    steps[IO_WALL_COLUMN] = np.minimum(steps[IO_WALL_COLUMN].astype(np.float64),
+                                       (steps["end"] - steps["start"]).clip(lower=0).astype(np.float64)) / hz
     for df in (files, steps):
         for c in TIME_FIELDS:
             df[c] = df[c].astype(np.float64) / hz
