@@ -271,9 +271,9 @@ def coverage_card(records: List[Dict]) -> Optional[Dict]:
 
 
 def input_label(processes: int) -> str:
-    """The verdict's and the cards' words for input wait, from its one definition."""
-    over = f", over all {processes} processes' steps" if processes > 1 else ""
-    return f"{input_wait.LABEL} ({input_wait.CAPPED}{over})"
+    """The verdict's and the cards' words for input wait, from its one
+    definition (the words analyze and recommend print beside the figure)."""
+    return input_wait.job_label(processes).replace("ranks' steps", "processes' steps")
 
 
 def default_sort(d: SessionData) -> str:
@@ -346,7 +346,7 @@ def verdict(d: SessionData, width: Optional[int] = None) -> Dict:
     cells = input_wait.of_series(d.steps)
     xp = d.xprof
     n = len(d.hosts)
-    out = {"series": bool(len(d.steps)), "steps": [], "share": None, "label": input_label(n),
+    out = {"series": bool(len(d.steps)), "steps": [], "share": None, "label": input_label(n), "name": input_wait.JOB,
            "over": input_wait.MEAN_OVER_PROCESSES if n > 1 else None,
            "xprof": None if xp is None else {"error": xp.get("error"), "measured": bool(xp.get("measured")),
                                              "input_percent": _clean(xp.get("input_percent"))}}

@@ -16,7 +16,7 @@ from tfdarshan.advice.per_node import NodePlans
 def render_text(a: Advice) -> str:
     lines = [a.summary(), ""]
     if a.input_wait:
-        lines += [a.input_wait["line"][0].upper() + a.input_wait["line"][1:], ""]
+        lines += [a.input_wait["line"], ""]
     if a.plans:
         lines += [a.plans["report"], ""]
     sel = a.selection()
