@@ -49,7 +49,7 @@ def plotted(d, chart):
 def verdict_share(d):
     from selenium.webdriver.common.by import By
     text = d.find_element(By.ID, "tfd-verdict-text").text
-    m = re.search(r"File I/O: ([\d.]+) % of step time", text)
+    m = re.search(r"Job input wait: ([\d.]+) % of step time", text)
     assert m, text
     return float(m.group(1)) / 100, text
 

@@ -27,8 +27,8 @@ from tfdarshan.advice.job_time import JobModel
 MILP_CELLS = 200_000        # nonzero (file, row) savings the exact program takes
 MILP_FILES = 20_000
 MILP_SECONDS = 10.0         # HiGHS' time limit; its best plan so far is used past it
-TIE_BREAK = 1e-4            # among equally short jobs: the plan saving the slowest rank most, then most in calls
-SLOWEST_FIRST = 100.0       # a second off the slowest rank's wait is worth this many seconds in calls
+TIE_BREAK = 1e-4            # among equally short jobs: the plan saving the straggler most, then most in calls
+SLOWEST_FIRST = 100.0       # a second off the straggler's wait (job_time.py) is worth this many in calls
 MIP_GAP = 1e-9              # HiGHS' relative gap: the default (1e-4) is as large as the tie-break
 GREEDY_ROUNDS = 5_000       # past this many picks the greedy fills by summed saving per byte
 RULES = {"total": "the most I/O time summed over ranks", "largest_time_first": "largest I/O time first",

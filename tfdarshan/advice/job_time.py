@@ -109,10 +109,12 @@ class JobModel:
     slowest_time: float              # the slowest rank's training time (own pace), or the critical path's
     ranks: int
     steps: int
-    slowest_rows: np.ndarray         # per row: is it the slowest rank's (own pace: longest; lockstep: most wait)
+    slowest_rows: np.ndarray         # per row: is it the rank's that waited longest on input (the straggler)
 
     def slowest_saving(self) -> np.ndarray:
-        """Per candidate, the wall time staging it takes off the slowest rank."""
+        """Per candidate, the wall time staging it takes off the rank that
+        waited longest (whether or not the machine's load made another rank
+        the longest this time)."""
         return np.asarray(self.S[self.slowest_rows].sum(axis=0)).ravel() if self.n_rows else np.zeros(0)
 
     @property
@@ -208,7 +210,7 @@ def model(costs: pd.DataFrame, steps: pd.DataFrame, step_files: pd.DataFrame, ca
         slow = int(np.argmax(base))
         slowest_wait = float(w[proc_of_cell == slow].sum())
         slowest_time = float(base[slow])
-        slowest_rows = np.arange(n_rows) == slow
+        slowest_rows = np.arange(n_rows) == int(np.argmax(np.bincount(proc_of_cell, weights=w, minlength=n_rows)))
     S = sparse.csc_matrix((wall[keep], (rows[row_of_cell[keep]], col[keep])), shape=(n_rows, len(candidates)))
     return JobModel(mode, base.astype(np.float64), block.astype(np.int64), int(n_blocks), S, constant,
                     np.asarray(candidates, dtype=np.int64), input_wait.bound_of(steps), slowest_wait,
