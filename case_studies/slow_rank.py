@@ -40,8 +40,8 @@ def load(path):
 
 ds = tf.data.Dataset.from_tensor_slices(files).map(
     load, num_parallel_calls=tf.data.AUTOTUNE if parallel else None).batch(8)
-model = tf.keras.Sequential([tf.keras.Input((32, 32, 3)), tf.keras.layers.Conv2D(8, 3, activation="relu"),
-                             tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)])
+model = tf.keras.Sequential([tf.keras.Input((32, 32, 3)), tf.keras.layers.Flatten(),
+                             tf.keras.layers.Dense(32, activation="relu"), tf.keras.layers.Dense(10)])
 model.compile("sgd", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 model.fit(ds, epochs=epochs, verbose=0, shuffle=False)
 '''

@@ -1,0 +1,133 @@
+"""Does the advice come true? Issue 29's slow-rank scenario, planned, staged
+and run again, round after round.
+
+    python benchmarks/bench_advice.py [--rounds 5] [--files 48] [--epochs 3]
+        [--scenario plain|parallel|both] [--fast-tier DIR] [--capacity 1MiB]
+
+Four ranks under `mpirun`, each under `tfdarshan run`, train on their own
+files through a tf.data map (case_studies/slow_rank.py); rank 3's files sit
+on the slow FUSE tier. Each round, as a user would: run the job; `tfdarshan
+recommend` its session with the fast tier (default: a directory in
+/dev/shm) and --manifest; `tfdarshan stage` the manifest into a fresh
+directory and map; run the job again reading the copies; `recommend
+--compare` the two runs. The round's ratio is the job time achieved over
+the job time the plan predicted (job_time.py's rule for both runs: the
+slowest rank's training steps). Printed per scenario: the prediction, the
+saving achieved and their ratio, each as the median over rounds with its
+95 % bootstrap interval (benchmarks/intervals.py), and each round's
+figures. The goal is a ratio within 0.7-1.3. Needs root, /dev/fuse, Open
+MPI and mpi4py; a round takes two jobs of four TensorFlow processes."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))   # case_studies/, from a clone
+
+from intervals import median_interval  # noqa: E402
+
+
+def one_round(sr, work: pathlib.Path, where, fast: pathlib.Path, r: int, args, parallel: bool, env) -> dict:
+    """Run, plan, stage, run again, compare: the round's job figures."""
+    rdir = work / f"round{r}-{'parallel' if parallel else 'plain'}"
+    rdir.mkdir()
+    staged_map = rdir / "staged.json"
+    before = sr.run_job(work / "train.py", rdir / "logs", where, epochs=args.epochs, parallel=parallel,
+                        staging_map=rdir / "nothing-staged.json")
+    manifest = rdir / "manifest.json"
+    rec = sr.tfdarshan("recommend", before, "--fast-tier", fast, "--capacity", args.capacity, "--manifest", manifest,
+                       "--staging-root", fast / rdir.name, "--no-store", env=env)
+    if rec.returncode != 0:
+        raise RuntimeError(f"recommend failed: {rec.stderr[-2000:]}")
+    st = sr.tfdarshan("stage", manifest, "--quiet", env={**env, "TFDARSHAN_STAGING_MAP": str(staged_map)})
+    if st.returncode != 0:
+        raise RuntimeError(f"stage failed: {st.stderr[-2000:]}")
+    after = sr.run_job(work / "train.py", rdir / "logs", where, epochs=args.epochs, parallel=parallel,
+                       staging_map=staged_map)
+    cmp = sr.tfdarshan("recommend", "--compare", before, after, "--manifest", manifest, "--format", "json", env=env)
+    if cmp.returncode not in (0, 1):
+        raise RuntimeError(f"--compare failed: {cmp.stderr[-2000:]}")
+    out = json.loads(cmp.stdout)
+    plan = json.loads(manifest.read_text())
+    slow = [e for e in plan["entries"] if e["source"].startswith(str(where[sr.SLOW_RANK]) + "/")]
+    job = out["job"]
+    return {"predicted": job["predicted"], "achieved": job["achieved"], "ratio": job["ratio"],
+            "before": job["before"], "after": job["after"], "mode": job["mode"], "files": len(plan["entries"]),
+            "slow_rank_files": len(slow), "copies_read": out["copies_read"], "sources_read": out["sources_read"]}
+
+
+def summary(name: str, rounds) -> list:
+    lines = [f"{name}: {len(rounds)} rounds (median [95 % interval of the median]; min-max)"]
+    for key, what in (("predicted", "predicted job-time saving"), ("achieved", "achieved job-time saving"),
+                      ("ratio", "achieved / predicted")):
+        v = [x[key] for x in rounds if x[key] is not None]
+        if not v:
+            lines.append(f"  {what}: none")
+            continue
+        lo, hi = median_interval(v)
+        unit = "" if key == "ratio" else " s"
+        lines.append(f"  {what}: {statistics.median(v):.2f}{unit} [{lo:.2f}, {hi:.2f}]; {min(v):.2f}-{max(v):.2f}")
+    for i, x in enumerate(rounds):
+        lines.append(f"  round {i + 1}: job {x['before']:.2f} s -> {x['after']:.2f} s ({x['mode']}), saved "
+                     f"{x['achieved']:.2f} s of {x['predicted']:.2f} s predicted, ratio {x['ratio']:.2f}; staged "
+                     f"{x['files']} files, {x['slow_rank_files']} of them rank 3's; copies read {x['copies_read']}, "
+                     f"sources read {x['sources_read']}")
+    return lines
+
+
+def main(argv=None) -> int:
+    from case_studies import slow_rank as sr
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--files", type=int, default=48, help="files per rank")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--scenario", choices=["plain", "parallel", "both"], default="both",
+                    help="the map plain, or with num_parallel_calls=AUTOTUNE")
+    ap.add_argument("--fast-tier", help="a directory on the fast tier (default: a new one in /dev/shm)")
+    ap.add_argument("--capacity", default="1MiB")
+    ap.add_argument("--json", help="also write every round's figures here")
+    args = ap.parse_args(argv)
+    why = sr.unavailable()
+    if why:
+        print(f"bench_advice: {why}", file=sys.stderr)
+        return 2
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-advice-"))
+    fast = pathlib.Path(args.fast_tier or tempfile.mkdtemp(prefix="bench-advice-", dir="/dev/shm"))
+    fast.mkdir(parents=True, exist_ok=True)
+    env = {"TFDARSHAN_TIERS": str(work / "tiers.json")}
+    scenarios = ["plain", "parallel"] if args.scenario == "both" else [args.scenario]
+    results = {s: [] for s in scenarios}
+    try:
+        dirs = sr.make_data(work / "data", args.files)
+        with sr.slow_tier(dirs[sr.SLOW_RANK], work / "slow") as mnt:
+            where = [str(d) for d in dirs[:sr.SLOW_RANK]] + [str(mnt)]
+            for r in range(args.rounds):
+                for s in scenarios if r % 2 == 0 else scenarios[::-1]:
+                    x = one_round(sr, work, where, fast, r, args, s == "parallel", env)
+                    results[s].append(x)
+                    print(f"round {r + 1}/{args.rounds} {s}: saved {x['achieved']:.2f} s of {x['predicted']:.2f} s "
+                          f"predicted (ratio {x['ratio']:.2f})", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if not args.fast_tier:
+            shutil.rmtree(fast, ignore_errors=True)
+    print(f"slow-rank scenario: {sr.RANKS} ranks, rank {sr.SLOW_RANK}'s {args.files} files on the slow tier "
+          f"({sr.META_LATENCY * 1e3:.0f} ms a metadata call, {sr.READ_LATENCY * 1e3:.0f} ms a read), {args.epochs} "
+          f"epochs; fast tier {args.fast_tier or '/dev/shm'}, --capacity {args.capacity}; load average "
+          f"{os.getloadavg()[0]:.1f} at the end")
+    for s in scenarios:
+        print("\n".join(summary(f"map {'with num_parallel_calls=AUTOTUNE' if s == 'parallel' else 'plain'}",
+                                results[s])))
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
