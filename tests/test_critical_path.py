@@ -97,8 +97,8 @@ def test_a_saving_never_exceeds_the_slowest_ranks_wait_nor_its_time(seed, lockst
     saving = jm.saving(np.arange(len(costs)))
     length = steps["end"] - steps["start"]
     if lockstep:
-        slowest = steps.loc[length.groupby(steps["step"]).idxmax()]
-        wait, time = slowest["io_wall"].sum(), (slowest["end"] - slowest["start"]).sum()
+        # each step: its length, of which the longest wait of any rank (the rank every other waits for)
+        wait, time = steps.groupby("step")["io_wall"].max().sum(), length.groupby(steps["step"]).max().sum()
     else:
         slow = length.groupby(steps["host"]).sum().idxmax()
         wait, time = steps.loc[steps["host"] == slow, "io_wall"].sum(), length[steps["host"] == slow].sum()
@@ -216,3 +216,32 @@ def test_without_step_series_the_window_is_one_step(skewed, tmp_path):
     a = json.loads(r.stdout)
     assert a["plans"]["steps"] == 1 and a["plans"]["objective"] == "critical-path"
     assert all(os.path.basename(f["path"]).startswith("r3_") for f in a["files"]) and len(a["files"]) == 2
+
+
+def _clocked(ends_by_rank, origin=1.8e9):
+    """Steps of ranks whose step t ends at ends_by_rank[r][t] (seconds after origin)."""
+    rows = []
+    for r, ends in enumerate(ends_by_rank):
+        start = 0.0
+        for t, end in enumerate(ends):
+            rows.append({"host": f"r{r}", "step": t, "start": start, "end": end, "read_time": 0.0, "meta_time": 0.0,
+                         job_time.ORIGIN: origin})
+            start = end
+    return pd.DataFrame(rows)
+
+
+def test_lockstep_is_read_from_when_steps_end_not_from_how_long_they_last():
+    rng = np.random.default_rng(7)
+    # a barrier each step: the ranks' steps end within a few ms, though each step's length varies by rank
+    # (a rank scheduled late records its end late)
+    common = np.cumsum(0.15 + 0.05 * rng.random(10))
+    sync = _clocked([common + 0.05 * rng.random(10) for _ in range(4)])
+    lengths = (sync["end"] - sync["start"]).groupby(sync["step"]).agg(["max", "min"])
+    assert ((lengths["max"] - lengths["min"]) / lengths["max"]).median() > job_time.LOCKSTEP_LENGTHS
+    assert job_time.mode_of(job_time.step_cells(sync)) == job_time.LOCKSTEP
+    # own pace: the same steps, but rank 3 takes 80 ms longer each step and falls further behind
+    apart = _clocked([np.cumsum(np.full(10, 0.15))] * 3 + [np.cumsum(np.full(10, 0.23))])
+    assert job_time.mode_of(job_time.step_cells(apart)) == job_time.OWN_PACE
+    # without the logs' clocks, steps that last alike are taken for lockstep
+    alike = _clocked([np.cumsum(np.full(10, 0.15))] * 4).drop(columns=[job_time.ORIGIN])
+    assert job_time.mode_of(job_time.step_cells(alike)) == job_time.LOCKSTEP

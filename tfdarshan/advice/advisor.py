@@ -411,9 +411,8 @@ class Advice:
         m, j = self.job["model"], self.job_saving
         rule = self.job["savings"].get("under_2mb")
         return (f"{where}: predicted job time {human_time(m['job_time'])} -> {human_time(m['job_time'] - j)} "
-                f"(saves {human_time(j)}; {job_time.MODES[m['mode']]}; at most the slowest rank's measured input "
-                f"wait, {human_time(m['slowest_wait'])}, measured as {m['bound']}; an upper bound where reads "
-                f"overlapped computation); the files-under-2-MB rule would save {human_time(rule or 0.0)} of job "
+                f"(saves {human_time(j)}; {job_time.MODES[m['mode']]}; {job_time.at_most(m)}; an upper bound where "
+                f"reads overlapped computation); the files-under-2-MB rule would save {human_time(rule or 0.0)} of job "
                 f"time. Summed over threads and ranks: {io}.")
 
     def to_dict(self) -> Dict:

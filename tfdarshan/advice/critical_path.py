@@ -176,8 +176,8 @@ def report(plans: Optional[Dict]) -> str:
                 f"({human_time(f['summed_saving'])} of I/O time summed over ranks)")
     rules = plans.get("rules", {})
     lines = [f"Planned for a job of {plans['ranks']} ranks (--objective {chosen}): "
-             f"{job_time.MODES[m['mode']]}; {human_time(plans['job_time'])} over {plans['steps']} steps now, of which "
-             f"the slowest rank waited {human_time(m['slowest_wait'])} on input ({m['bound']}).",
+             f"{job_time.MODES[m['mode']]}; {human_time(plans['job_time'])} over {plans['steps']} steps now, with "
+             f"{job_time.WAITED[m['mode']]} {human_time(m['slowest_wait'])} ({m['bound']}).",
              f"Critical-path plan (the shortest job): {one(cp)}."]
     lines += [f"Rule {RULES.get(name, name)!r}: {one(f)}." for name, f in rules.items()]
     ahead = [RULES.get(n, n) for n, f in rules.items() if f["job_saving"] > cp["job_saving"] + 1e-9]
@@ -188,6 +188,6 @@ def report(plans: Optional[Dict]) -> str:
         lines.append(f"The critical-path plan shortens the job as much as {', '.join(even)}, and no rule more.")
     else:
         lines.append("The critical-path plan shortens the job more than every rule.")
-    lines.append(f"Solved by {plans['solver']}. Each saving is at most the slowest rank's measured input wait; an "
-                 f"upper bound where reads overlapped computation.")
+    lines.append(f"Solved by {plans['solver']}. Each saving is {job_time.at_most(m)}; an upper bound where reads "
+                 f"overlapped computation.")
     return "\n".join(lines)

@@ -17,11 +17,12 @@ by what it takes off its wait, and
 - ranks at their own pace (or one process): the job takes as long as its
   slowest rank's training steps, J = max over ranks of the sum of its step
   lengths, and after staging the same of the shortened steps;
-- ranks in lockstep (a synchronous job: every rank's step lasts as long,
-  each waits for the slowest in a collective): each step lasts its slowest
-  rank's own time, C_t + W_r*,t, where C_t = d - W of the rank that waited
-  longest; ranks are taken to compute alike, so after staging the step
-  lasts C_t plus the longest remaining wait of any rank.
+- ranks in lockstep (a synchronous job: each rank waits for the slowest
+  in a collective, so the ranks' steps end together): a step lasts its
+  longest rank's length d_t, of which the longest wait of any rank, W*_t,
+  is input and the rest, C_t = d_t - W*_t, computing; ranks are taken to
+  compute alike, so after staging the step lasts C_t plus the longest wait
+  left on any rank.
 
 Either way a predicted saving never exceeds the slowest rank's measured
 wait, nor its step time. It is an upper bound where reads overlapped
@@ -40,10 +41,16 @@ import pandas as pd
 from tfdarshan.logs import input_wait
 
 OWN_PACE, LOCKSTEP = "own pace", "lockstep"
-# ranks whose every step lasts within this share of each other wait for each other
-LOCKSTEP_SPREAD = 0.10
+# ranks whose steps end within this share of a step of each other (by the clock; else whose steps last
+# within this share of each other) wait for each other
+LOCKSTEP_SPREAD = 0.5
+LOCKSTEP_LENGTHS = 0.10
+ORIGIN = "origin"           # optional steps column: the Unix time its times count from (its log's start)
 MODES = {OWN_PACE: "ranks run at their own pace: the job lasts as long as its slowest rank's training steps",
-         LOCKSTEP: "ranks run in lockstep (their steps last alike): each step lasts as long as its slowest rank's"}
+         LOCKSTEP: "ranks run in lockstep (their steps end together): each step lasts as long as its slowest rank's"}
+# what a prediction is at most: the measured wait it rests on
+WAITED = {OWN_PACE: "the slowest rank's measured input wait",
+          LOCKSTEP: "the longest measured input wait of any rank, step by step,"}
 
 
 def step_cells(steps: pd.DataFrame, process: str = "host") -> pd.DataFrame:
@@ -53,27 +60,36 @@ def step_cells(steps: pd.DataFrame, process: str = "host") -> pd.DataFrame:
     if steps is None or steps.empty or "start" not in steps:
         return pd.DataFrame({"process": pd.Series(dtype=object), "step": pd.Series(dtype="int64"),
                              "duration": pd.Series(dtype="float64"), "wait": pd.Series(dtype="float64"),
-                             "summed": pd.Series(dtype="float64")})
+                             "summed": pd.Series(dtype="float64"), "ends": pd.Series(dtype="float64")})
     s = steps if process in steps else steps.assign(**{process: ""})
     c = input_wait.of_series(s)
     c = c[c["counted"]]
+    ends = (c[ORIGIN] + c["end"]).to_numpy(np.float64) if ORIGIN in c else np.full(len(c), np.nan)
     return pd.DataFrame({"process": c[process].astype(str).to_numpy(), "step": c["step"].to_numpy(np.int64),
                          "duration": c["duration"].to_numpy(np.float64), "wait": c["wait"].to_numpy(np.float64),
-                         "summed": (c["read_time"] + c["meta_time"]).to_numpy(np.float64)})
+                         "summed": (c["read_time"] + c["meta_time"]).to_numpy(np.float64), "ends": ends})
 
 
 def mode_of(cells: pd.DataFrame) -> str:
-    """LOCKSTEP when several ranks' steps last alike (within LOCKSTEP_SPREAD
-    of the step's longest, for most steps all ranks have), else OWN_PACE."""
+    """LOCKSTEP when several ranks wait for each other, else OWN_PACE. By
+    the clock where the steps carry their logs' start (ORIGIN): ranks in
+    lockstep end each step together (within LOCKSTEP_SPREAD of a step, for
+    most steps all ranks have), ranks at their own pace drift apart, the
+    slow one further behind every step. Without it (imported series): when
+    their steps last alike (within LOCKSTEP_LENGTHS of the step's longest)."""
     if cells.empty or cells["process"].nunique() < 2:
         return OWN_PACE
     n = cells["process"].nunique()
-    g = cells.groupby("step")["duration"].agg(["max", "min", "size"])
-    g = g[(g["size"] == n) & (g["max"] > 0)]
+    g = cells.groupby("step").agg(longest=("duration", "max"), shortest=("duration", "min"), size=("duration", "size"),
+                                  first=("ends", "min"), last=("ends", "max"))
+    g = g[(g["size"] == n) & (g["longest"] > 0)]
     if g.empty:
         return OWN_PACE
-    spread = (g["max"] - g["min"]) / g["max"]
-    return LOCKSTEP if float(spread.median()) <= LOCKSTEP_SPREAD else OWN_PACE
+    if g["first"].notna().all():
+        apart = (g["last"] - g["first"]) / float(g["longest"].median())
+        return LOCKSTEP if float(apart.median()) <= LOCKSTEP_SPREAD else OWN_PACE
+    spread = (g["longest"] - g["shortest"]) / g["longest"]
+    return LOCKSTEP if float(spread.median()) <= LOCKSTEP_LENGTHS else OWN_PACE
 
 
 def measured(steps: pd.DataFrame, mode: Optional[str] = None, process: str = "host") -> Dict:
@@ -191,15 +207,15 @@ def model(costs: pd.DataFrame, steps: pd.DataFrame, step_files: pd.DataFrame, ca
     procs, proc_of_cell = np.unique(sc["process"].to_numpy(), return_inverse=True)
     if mode == LOCKSTEP:
         steps_, block = np.unique(sc["step"].to_numpy(), return_inverse=True)
-        # the critical rank of each step: its longest (then the one that waited longest)
-        order = np.lexsort((-w, -d, block))
-        first = order[np.r_[True, block[order][1:] != block[order][:-1]]]
-        crit_wait = np.zeros(len(steps_))
-        crit_wait[block[first]] = w[first]
-        constant = float((d[first] - w[first]).sum())
-        base = np.minimum(w, crit_wait[block])
+        # a step lasts its longest rank's time; the rank every other waits for is the one that waited
+        # longest on input, and the rest of the step is computing, which staging leaves alone
+        length, most = np.zeros(len(steps_)), np.zeros(len(steps_))
+        np.maximum.at(length, block, d)
+        np.maximum.at(most, block, w)
+        constant = float((length - np.minimum(most, length)).sum())
+        base = np.minimum(w, length[block])
         rows, n_rows, n_blocks = np.arange(len(sc)), len(sc), len(steps_)
-        slowest_wait, slowest_time = float(w[first].sum()), float(d[first].sum())
+        slowest_wait, slowest_time = float(np.minimum(most, length).sum()), float(length.sum())
         slow = int(np.argmax(np.bincount(proc_of_cell, weights=w, minlength=len(procs))))
         slowest_rows = proc_of_cell == slow
     else:
@@ -217,12 +233,10 @@ def model(costs: pd.DataFrame, steps: pd.DataFrame, step_files: pd.DataFrame, ca
                     slowest_time, int(len(procs)), int(sc["step"].nunique()), slowest_rows)
 
 
-def words(m: Dict, saving: float) -> str:
-    """A prediction in words, with what it rests on (for the report)."""
+def at_most(m: Dict) -> str:
+    """What a prediction from model `m` (JobModel.to_dict) can never exceed, in words."""
     from tfdarshan.advice.file_table import human_time
-    return (f"saves {human_time(saving)} of job time (of {human_time(m['job_time'])}; {MODES[m['mode']]}; at most "
-            f"the slowest rank's measured input wait, {human_time(m['slowest_wait'])}, "
-            f"measured as {m['bound']}; an upper bound where reads overlapped computation)")
+    return f"at most {WAITED[m['mode']]} {human_time(m['slowest_wait'])}, measured as {m['bound']}"
 
 
 def candidates_of(costs: pd.DataFrame, stageable: np.ndarray) -> np.ndarray:

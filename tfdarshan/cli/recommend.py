@@ -87,10 +87,27 @@ def _load(source: str, session: str = None):
         if skipped:
             print(f"tfdarshan recommend: {skipping.warning_line(skipped)}", file=sys.stderr)
         steps, step_files = load_steps(s, skipped=skipped)
-        return snap, steps, s.directory, picked, step_files, s
+        return snap, with_origins(steps, s), s.directory, picked, step_files, s
     if session:
         raise TfdarshanError(f"--session {session}: {path} is a log, not a log directory")
     return read_darshan_log(path), None, None, None, None, None
+
+
+def with_origins(steps, session):
+    """The step series with each host's log start (job_time.ORIGIN): whether
+    ranks ran in lockstep is read from when their steps ended."""
+    from tfdarshan.advice import job_time
+    from tfdarshan.errors import TfdarshanError as Unreadable
+    from tfdarshan.logs.darshan_reader import read_job_record
+    if steps is None or not len(steps) or "host" not in steps:
+        return steps
+    origin = {}
+    for host in steps["host"].unique():
+        try:
+            origin[host] = float(read_job_record(session.directory / f"{host}.darshan")["start"])
+        except (Unreadable, OSError, KeyError, TypeError, ValueError):
+            return steps                    # one unknown clock: no clock for any
+    return steps.assign(**{job_time.ORIGIN: steps["host"].map(origin).astype(float)})
 
 
 def fast_tier(path: str, toml_files):
