@@ -8,9 +8,10 @@ Four ranks under `mpirun`, each under `tfdarshan run`, train on their own
 files through a tf.data map (case_studies/slow_rank.py); rank 3's files sit
 on the slow FUSE tier. Each round, as a user would: run the job; `tfdarshan
 recommend` its session with the fast tier (default: a directory in
-/dev/shm) and --manifest; `tfdarshan stage` the manifest into a fresh
-directory and map; run the job again reading the copies; `recommend
---compare` the two runs. The round's ratio is the job time achieved over
+/dev/shm) and --manifest; `tfdarshan stage` the manifest; run the job
+again reading the copies; `recommend --compare` the two runs. Odd rounds
+run the staged job first, on the copies an earlier round staged by the
+same plan, so that neither run always comes first. The round's ratio is the job time achieved over
 the job time the plan predicted (job_time.py's rule for both runs: the
 slowest rank's training steps). Printed per scenario: the prediction, the
 saving achieved and their ratio, each as the median over rounds with its
@@ -34,23 +35,42 @@ from intervals import median_interval  # noqa: E402
 
 
 def one_round(sr, work: pathlib.Path, where, fast: pathlib.Path, r: int, args, parallel: bool, env) -> dict:
-    """Run, plan, stage, run again, compare: the round's job figures."""
-    rdir = work / f"round{r}-{'parallel' if parallel else 'plain'}"
+    """Run, plan, stage, run again, compare: the round's job figures. Odd
+    rounds run the staged job first (the copies staged by an earlier round
+    of the same plan), so that neither run always comes first."""
+    name = "parallel" if parallel else "plain"
+    rdir = work / f"round{r}-{name}"
     rdir.mkdir()
-    staged_map = rdir / "staged.json"
-    before = sr.run_job(work / "train.py", rdir / "logs", where, epochs=args.epochs, parallel=parallel,
-                        staging_map=rdir / "nothing-staged.json")
+    staged_map = work / f"staged-{name}.json"          # one staging root and map a scenario: the same copies
+    root = fast / f"staged-{name}"
     manifest = rdir / "manifest.json"
-    rec = sr.tfdarshan("recommend", before, "--fast-tier", fast, "--capacity", args.capacity, "--manifest", manifest,
-                       "--staging-root", fast / rdir.name, "--no-store", env=env)
-    if rec.returncode != 0:
-        raise RuntimeError(f"recommend failed: {rec.stderr[-2000:]}")
-    st = sr.tfdarshan("stage", manifest, "--quiet", env={**env, "TFDARSHAN_STAGING_MAP": str(staged_map)})
-    if st.returncode != 0:
-        raise RuntimeError(f"stage failed: {st.stderr[-2000:]}")
-    after = sr.run_job(work / "train.py", rdir / "logs", where, epochs=args.epochs, parallel=parallel,
-                       staging_map=staged_map)
-    cmp = sr.tfdarshan("recommend", "--compare", before, after, "--manifest", manifest, "--format", "json", env=env)
+
+    def before():
+        return sr.run_job(work / "train.py", rdir / "logs", where, epochs=args.epochs, parallel=parallel,
+                          staging_map=rdir / "nothing-staged.json")
+
+    def after():
+        return sr.run_job(work / "train.py", rdir / "logs", where, epochs=args.epochs, parallel=parallel,
+                          staging_map=staged_map)
+
+    def plan_and_stage(session):
+        rec = sr.tfdarshan("recommend", session, "--fast-tier", fast, "--capacity", args.capacity, "--manifest",
+                           manifest, "--staging-root", root, "--no-store", env=env)
+        if rec.returncode != 0:
+            raise RuntimeError(f"recommend failed: {rec.stderr[-2000:]}")
+        st = sr.tfdarshan("stage", manifest, "--quiet", env={**env, "TFDARSHAN_STAGING_MAP": str(staged_map)})
+        if st.returncode != 0:
+            raise RuntimeError(f"stage failed: {st.stderr[-2000:]}")
+
+    if r % 2 == 1 and staged_map.exists():
+        a = after()
+        b = before()
+        plan_and_stage(b)           # the same plan as before: nothing new to copy
+    else:
+        b = before()
+        plan_and_stage(b)
+        a = after()
+    cmp = sr.tfdarshan("recommend", "--compare", b, a, "--manifest", manifest, "--format", "json", env=env)
     if cmp.returncode not in (0, 1):
         raise RuntimeError(f"--compare failed: {cmp.stderr[-2000:]}")
     out = json.loads(cmp.stdout)
@@ -59,7 +79,8 @@ def one_round(sr, work: pathlib.Path, where, fast: pathlib.Path, r: int, args, p
     job = out["job"]
     return {"predicted": job["predicted"], "achieved": job["achieved"], "ratio": job["ratio"],
             "before": job["before"], "after": job["after"], "mode": job["mode"], "files": len(plan["entries"]),
-            "slow_rank_files": len(slow), "copies_read": out["copies_read"], "sources_read": out["sources_read"]}
+            "slow_rank_files": len(slow), "copies_read": out["copies_read"], "sources_read": out["sources_read"],
+            "staged_first": r % 2 == 1}
 
 
 def summary(name: str, rounds) -> list:

@@ -158,12 +158,15 @@ class JobModel:
                 "slowest_time": self.slowest_time, "ranks": self.ranks, "steps": self.steps}
 
 
-def file_cells(costs: pd.DataFrame, step_files: pd.DataFrame, process: str = "host") -> pd.DataFrame:
+def file_cells(costs: pd.DataFrame, step_files: pd.DataFrame, process: str = "host",
+               training_only: bool = True) -> pd.DataFrame:
     """(file index in costs, process, step, expected seconds) per cell: the
     step series' POSIX rows with the file's expected cost per metadata call
-    and per read applied to the cell's calls; training steps only."""
+    and per read applied to the cell's calls; training steps only, unless
+    told otherwise."""
     sf = step_files[step_files["module"] == "POSIX"] if "module" in step_files else step_files
-    sf = sf[sf["step"] >= 0]
+    if training_only:
+        sf = sf[sf["step"] >= 0]
     if process not in sf:
         sf = sf.assign(**{process: ""})
     index = pd.Series(np.arange(len(costs)), index=costs["path"].to_numpy())
@@ -184,14 +187,16 @@ def model(costs: pd.DataFrame, steps: pd.DataFrame, step_files: pd.DataFrame, ca
     if sc.empty or step_files is None or step_files.empty:
         return None
     mode = mode or mode_of(sc)
-    fc = file_cells(costs, step_files, process)
+    every = file_cells(costs, step_files, process, training_only=False)
+    fc = every[every["step"] >= 0]
     # cells of steps the series counts (not cut by the window's end)
     key = pd.MultiIndex.from_frame(sc[["process", "step"]])
     row_of_cell = key.get_indexer(pd.MultiIndex.from_frame(fc[["process", "step"]]))
     fc = fc[row_of_cell >= 0]
     row_of_cell = row_of_cell[row_of_cell >= 0]
-    # each file's saving over its cells by their share of its expected time
-    per_file = np.bincount(fc["file"], weights=fc["expected"], minlength=len(costs))
+    # each file's saving over its cells by their share of its expected time (the set-up's reads of it, and
+    # a step the window cut, keep theirs: they are not job time here)
+    per_file = np.bincount(every["file"], weights=every["expected"], minlength=len(costs))
     share = fc["expected"].to_numpy() / np.maximum(per_file[fc["file"].to_numpy()], 1e-300)
     saving = costs["saving"].to_numpy(np.float64)[fc["file"].to_numpy()] * share
     # each (rank, step)'s wall rate: its wait over the time its calls took
