@@ -222,7 +222,8 @@ def window_series(session):
         snap = load_snapshot(session, host)
         p = snap.posix
         steps.append({"step": 0, "host": host, "start": snap.start, "end": snap.end,
-                      "read_time": float(p["POSIX_F_READ_TIME"].sum()), "meta_time": float(p["POSIX_F_META_TIME"].sum())})
+                      "read_time": float(p["POSIX_F_READ_TIME"].sum()),
+                      "meta_time": float(p["POSIX_F_META_TIME"].sum())})
         files.append(pd.DataFrame({"step": 0, "host": host, "module": "POSIX", "path": p["path"],
                                    "opens": p["POSIX_OPENS"], "stats": p["POSIX_STATS"], "reads": p["POSIX_READS"]}))
     return (pd.DataFrame(steps), pd.concat(files, ignore_index=True)) if steps else (None, None)
