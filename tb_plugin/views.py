@@ -346,7 +346,10 @@ def verdict(d: SessionData, width: Optional[int] = None) -> Dict:
     cells = input_wait.of_series(d.steps)
     xp = d.xprof
     n = len(d.hosts)
-    out = {"series": bool(len(d.steps)), "steps": [], "share": None, "label": input_label(n), "name": input_wait.JOB,
+    # the job's figure, or one process's of several (named as such: it is not the job's)
+    alone = len(d.session.hosts) > n
+    out = {"series": bool(len(d.steps)), "steps": [], "share": None, "label": input_label(n),
+           "name": input_wait.ONE_OF if alone else input_wait.JOB,
            "over": input_wait.MEAN_OVER_PROCESSES if n > 1 else None,
            "xprof": None if xp is None else {"error": xp.get("error"), "measured": bool(xp.get("measured")),
                                              "input_percent": _clean(xp.get("input_percent"))}}

@@ -32,6 +32,7 @@ CAPPED = "time in calls summed over threads, capped at the step's length"
 BOTH = "wall time on any thread; where a series lacks it, summed time capped at the step's length"
 JOB = "Job input wait"
 PER_RANK = "per-rank input wait (each rank's own steps)"
+ONE_OF = "Input wait of this process (its own steps)"      # one process of a session of several, alone
 SUM_OVER_RANKS, MEAN_OVER_RANKS = "summed over ranks", "mean over ranks"
 SUM_OVER_PROCESSES, MEAN_OVER_PROCESSES = "summed over processes", "mean over processes"
 
