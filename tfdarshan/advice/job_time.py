@@ -28,8 +28,12 @@ Either way a predicted saving never exceeds the slowest rank's measured
 wait, nor its step time. It is an upper bound where reads overlapped
 computation (a prefetching pipeline reads the next batch while the step
 computes): that overlap is counted as waited, since nothing measured here
-tells it apart. Training steps only: the set-up before the first step and
-the wind-down after the last are not job time here."""
+tells it apart. The other ranks are taken to keep their pace: where ranks
+share a node's cores, a rank that stops waiting competes for them and the
+others slow down (benchmarks/bench_advice.py, four ranks on two cores:
+their training took 1-5 s longer after staging in most rounds), so the
+prediction is then high. Training steps only: the set-up before the first
+step and the wind-down after the last are not job time here."""
 from __future__ import annotations
 
 import dataclasses
