@@ -162,6 +162,7 @@ def _read_study(r, images) -> List[str]:
         slower = ", ".join(map(str, g["slower_rounds"])) or "none"
         out.append(f"| {k} | {v['files']} | {_mib(v['bytes'])} | {100 * v['predicted_gain']:+.1f} % | "
                    f"{_pct(g['bandwidth'])} | {_pct(g['epoch_time'])} | {slower} |")
+    out += _job_time(r, st, sm)
     out.append("")
     for k in st:
         g, pred = sm["gains"][k], st[k]["predicted_gain"]
@@ -183,6 +184,24 @@ def _read_study(r, images) -> List[str]:
     out += [f"- recommended against the rule: {_versus(d['bandwidth'], 'bandwidth gain', 'the recommendation', 'the rule')} "
             f"{_versus(d['epoch_time'], 'epoch time (share of the unstaged epoch)', 'the recommendation', 'the rule', higher_is_better=False)}",
             ""]
+    return out
+
+
+def _job_time(r, st, sm) -> List[str]:
+    """The advice's job-time prediction against what each round achieved."""
+    m = r.get("job_model")
+    if not m or not any("job_ratio" in sm["gains"][k] for k in st):
+        return []
+    out = ["", f"Job time (the training steps' wall time; the plan's prediction from the planning run, "
+               f"{m['job_time']:.2f} s of steps there, its input wait {m['slowest_wait']:.2f} s measured as "
+               f"{m['bound']}); achieved = the unstaged profiled run's steps less the staged run's, same round:", "",
+           "| staged | predicted job-time saving | achieved | achieved / predicted |", "|---|---|---|---|"]
+    for k in st:
+        g, pred = sm["gains"][k], st[k].get("predicted_job_saving")
+        if "job_ratio" not in g or pred is None:
+            continue
+        out.append(f"| {k} | {pred:.2f} s | {S.fmt(g['job_saving'], unit='s', digits=2)} | "
+                   f"{S.fmt(g['job_ratio'], digits=2)} |")
     return out
 
 

@@ -6,12 +6,16 @@
 2. plan: one profiled epoch with one reader (the paper's parallelism
    finding) and one with many, whose profile gives the paper's findings and
    the advisor's recommendation under a budget of 10 % of the data set's
-   bytes; stage that, and separately the paper's rule (files under 2 MB);
+   bytes, with each plan's predicted job-time saving (advice/job_time.py:
+   the training steps' wall time); stage that, and separately the paper's
+   rule (files under 2 MB);
 3. measure: `rounds` rounds, each running every configuration (unprofiled,
    profiled, staged as recommended, staged by the rule) once in a shuffled
    order, with the data set's page cache dropped before every run and the
    slow-tier daemon's CPU time read around it; gains are taken within a
-   round, against that round's unstaged profiled run."""
+   round, against that round's unstaged profiled run, and each round's
+   achieved job-time saving (the profiled run's training steps less the
+   staged run's) is held against the predicted one."""
 from __future__ import annotations
 
 import dataclasses
@@ -74,6 +78,7 @@ class Run:
     io_time: float                  # read + metadata time over the data set's files
     snapshot: object = None
     parts: Optional[Dict] = None
+    series: Optional[tuple] = None  # (steps, step files with paths) of a profiled run
 
     @property
     def bandwidth(self) -> float:
@@ -157,7 +162,15 @@ def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, l
              "slowest_step_index": int(np.argmax(dur)), "before_first_step": float(steps["start"].min()),
              "after_last_step": float(snap.end - snap.start - steps["end"].max())} if len(dur) else {}
     return Run(label, wall, len(steps), step_time, int(p["POSIX_BYTES_READ"].sum()),
-               float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), snap, parts)
+               float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), snap, parts,
+               (prof.steps, with_paths(prof.step_files, snap)))
+
+
+def with_paths(step_files, snap):
+    """The step series' per-file rows with their paths (as written beside a log)."""
+    paths = dict(zip(snap.posix["record_id"], snap.posix["path"]))
+    paths.update(zip(snap.stdio["record_id"], snap.stdio["path"]))
+    return step_files.assign(path=[paths.get(r, "") for r in step_files["record_id"]])
 
 
 def wait_until_reads_stop(quiet: float = 0.2, limit: float = 10.0) -> None:
@@ -279,7 +292,9 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
             result["findings"] = findings(plan, slow_paths)
             result["one_reader"] = {"wall": one.wall, "bandwidth": one.bandwidth}
             budget = int(total * cfg.budget_share)
-            advice = advisor.recommend(plan.snapshot, fast, budget)
+            advice = advisor.recommend(plan.snapshot, fast, budget, steps=plan.series[0], step_files=plan.series[1])
+            job = advice.job or {"savings": {}, "model": None}
+            result["job_model"] = job["model"]
             result["findings_advisor"] = [f.title for f in advice.findings]
             sel = {"recommended": advice.chosen, "under 2 MB": advice.baselines["under_2mb"]}
             chosen = {k: [advice.costs["path"].iat[i] for i in v] for k, v in sel.items()}
@@ -290,6 +305,7 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
             result["staging"] = {
                 k: {"files": len(v), "bytes": int(sum(os.path.getsize(local_of[x]) for x in v)),
                     "predicted_saving": advice.saving(sel[k]),
+                    "predicted_job_saving": job["savings"].get("chosen" if k == "recommended" else "under_2mb"),
                     "predicted_gain": plan.io_time / max(plan.io_time - advice.saving(sel[k]), 1e-12) - 1}
                 for k, v in chosen.items()}
             plan_snap = plan.snapshot
@@ -321,15 +337,18 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
                     f"{n} {row[n]['wall']:.1f} s" for n in CONFIGS))
                 rounds.append(row)
             result["rounds"] = rounds
-            result["summary"] = summarize(rounds)
+            result["summary"] = summarize(rounds, {k: v.get("predicted_job_saving")
+                                                   for k, v in result["staging"].items()})
     finally:
         shutil.rmtree(fast_root, ignore_errors=True)
     return result
 
 
-def summarize(rounds: List[Dict]) -> Dict:
+def summarize(rounds: List[Dict], predicted_job: Optional[Dict] = None) -> Dict:
     """Medians and intervals over the rounds: per configuration, and the
-    within-round gains against the unstaged profiled run."""
+    within-round gains against the unstaged profiled run; with each staged
+    configuration's predicted job-time saving, the saving each round
+    achieved in its training steps and its ratio to the prediction."""
     out: Dict = {"configs": {}, "gains": {}}
     for name in CONFIGS:
         runs = [r[name] for r in rounds]
@@ -343,6 +362,10 @@ def summarize(rounds: List[Dict]) -> Dict:
             "bandwidth": S.summary([s["bandwidth"] / b["bandwidth"] - 1 for s, b in zip(st, base)]),
             "epoch_time": S.summary([s["wall"] / b["wall"] - 1 for s, b in zip(st, base)]),
             "slower_rounds": [i + 1 for i, (s, b) in enumerate(zip(st, base)) if s["wall"] > b["wall"]]}
+        pred = (predicted_job or {}).get(name)
+        saved = [b["steps"] - s["steps"] for s, b in zip(st, base) if "steps" in s and "steps" in b]
+        out["gains"][name]["job_saving"] = S.summary(saved)
+        out["gains"][name]["job_ratio"] = S.summary([x / pred for x in saved] if pred else [])
     out["recommended_minus_rule"] = {
         "bandwidth": S.summary([r["recommended"]["bandwidth"] / r["profiled"]["bandwidth"]
                                 - r["under 2 MB"]["bandwidth"] / r["profiled"]["bandwidth"] for r in rounds]),

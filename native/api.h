@@ -37,6 +37,8 @@ typedef struct tfd_collect_result {
     int64_t trace_dropped;           /* trace segments dropped for lack of memory */
     int64_t n_threads;               /* threads that ever recorded */
     int64_t n_shards;                /* (thread, record) counters folded: a collect's cost */
+    int64_t busy_ticks;              /* wall time with a read or metadata call in flight, since the last collect */
+    int64_t busy_joined;             /* spans joined across a gap (a full ring): busy_ticks is then an upper bound */
 } tfd_collect_result;
 
 typedef struct tfd_clock_info {

@@ -5,7 +5,7 @@ import platform
 from cffi import FFI
 
 HERE = pathlib.Path(__file__).parent
-SOURCES = ["shim.c", "records_shards.c", "records_table.c", "records_posix.c", "records_stdio.c", "records_collect.c",
+SOURCES = ["shim.c", "records_shards.c", "records_table.c", "records_posix.c", "records_stdio.c", "records_collect.c", "records_busy.c",
            "records_fold.c", "records_kernel.c", "elfpatch.c", "maps.c", "wrappers.c", "wrappers_kernel.c", "darshan_hash.c", "bench.c"]
 
 ffibuilder = FFI()

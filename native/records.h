@@ -179,6 +179,13 @@ typedef struct seg_chunk { struct seg_chunk *next; int32_t count; seg s[SEG_PER_
 #define HEAT_RING 2048
 #define HEAT_KINDS 4            /* POSIX read, POSIX write, STDIO read, STDIO write */
 
+/* Busy spans: the wall time this thread spent inside read and metadata
+ * calls, as spans (calls less than busy_gap apart join one span, which
+ * keeps the time spent in its calls), in a ring the collector drains; from
+ * all threads' spans of an interval it bounds the time the process had
+ * input I/O in flight (records_busy.c). */
+#define BUSY_RING 2048
+
 #define DIR_CHUNK 1024
 /* A thread's state. tf.data starts new threads for every iterator (every
  * epoch), so the shards of exited threads are folded and their memory
@@ -214,7 +221,13 @@ struct tfd_thread {
     int64_t heat_next;
     int64_t heat_reported[HEAT_KINDS];   /* of bin heat_next, already reported */
     int64_t heat_unbinned;
+    /* busy spans: the writer owns busy_lo/busy_hi (the span it extends) and
+     * busy_pushed; the collector owns busy_taken (spans reported) */
+    int64_t busy_lo, busy_hi, busy_in;  /* the open span: first call's start, last call's end, time in calls */
+    uint64_t busy_pushed, busy_taken;
+    int64_t busy_joined;        /* spans joined across a gap because the ring was full */
     int64_t heat[HEAT_RING][HEAT_KINDS];
+    int64_t busy[BUSY_RING][3]; /* lo, hi, in; not zeroed: a slot is written before it is counted */
     tfd_thread *next;
 };
 
@@ -242,6 +255,7 @@ extern __thread tfd_thread *self TFD_HIDDEN;
 extern uint64_t heat_width TFD_HIDDEN;
 extern uint64_t heat_origin TFD_HIDDEN;
 extern int trace_on TFD_HIDDEN;
+extern int64_t busy_gap TFD_HIDDEN;
 extern int64_t trace_cap TFD_HIDDEN;
 extern int64_t trace_budget TFD_HIDDEN;
 /* fd -> POSIX record (shim.h); fd -> (stream, STDIO record). */
@@ -267,6 +281,8 @@ void enter_interval(tfd_shard *s, int64_t e) TFD_HIDDEN TFD_COLD;
 int set_rules(const tfd_config *c) TFD_HIDDEN;
 void forget_paths(void) TFD_HIDDEN;
 void heat_add_slow(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN TFD_COLD;
+void busy_push(tfd_thread *t, int64_t t1, int64_t t2) TFD_HIDDEN __attribute__((noinline));
+int collect_busy(int64_t window_lo, int64_t window_hi, int64_t *busy_ticks, int64_t *joined) TFD_HIDDEN;
 int membarrier_register(void) TFD_HIDDEN;
 tfd_shard *new_shard(tfd_thread *t, tfd_rec *r) TFD_HIDDEN TFD_COLD;
 tfd_thread *thread_self(void) TFD_HIDDEN TFD_COLD;
@@ -367,11 +383,27 @@ static inline void heat_add(tfd_thread *t, int kind, int64_t bytes, uint64_t t1,
         heat_add_slow(t, kind, bytes, t1, t2);
 }
 
-/* DARSHAN_TIMER_INC_NO_OVERLAP against the record's shared "last end" */
+/* A read or metadata call from t1 to t2 on this thread: it extends the
+ * thread's busy span, or (after a gap) closes it and starts another. */
+static inline void busy_add(tfd_thread *t, int64_t t1, int64_t t2)
+{
+    if (TFD_LIKELY(t1 <= t->busy_hi + busy_gap)) {
+        t->busy_in += t2 - t1;
+        if (t2 > t->busy_hi)
+            t->busy_hi = t2;
+    } else {
+        busy_push(t, t1, t2);
+    }
+}
+
+/* DARSHAN_TIMER_INC_NO_OVERLAP against the record's shared "last end";
+ * reads and metadata also mark the thread busy (writes are not input) */
 static inline void timer_no_overlap(update *u, int f, int64_t t1, int64_t t2, int64_t *last)
 {
     if (t1 == 0 || t2 == 0)
         return;
+    if (f != S_T_WRITE)
+        busy_add(u->t, t1, t2);
     int64_t l = RELAXED_LOAD(*last);
     u->s->sum[f] += (t1 > l) ? (t2 - t1) : (t2 - l);
     if (t2 > l)

@@ -50,6 +50,9 @@ int tfd_records_init(const tfd_config *c, char *err, size_t err_len)
     heat_width = (uint64_t)(clock.ticks_per_second * 0.025);   /* 25 ms bins */
     if (heat_width == 0)
         heat_width = 1;
+    /* TensorFlow's read of a file (stat, open, pread, pread, close), or a
+     * Python loop's, comes in calls microseconds apart: one span */
+    busy_gap = (int64_t)(clock.ticks_per_second * 10e-6);
     record_cap = c->record_cap > 0 ? c->record_cap : 65536;
     max_records = 2 * record_cap + 8;  /* two modules, their overflow and std streams */
     uint64_t slots = 1;
@@ -337,6 +340,12 @@ int tfd_collect(tfd_collect_result *out)
         rc = collect_trace(&segs, &out->trace_dropped, closed);
     if (rc == 0)
         rc = collect_heat(&heat, &out->heat_unbinned);
+    /* the busy spans' union over the interval just closed */
+    static int64_t busy_since;
+    int64_t closed_at = (int64_t)tfd_ticks();
+    if (rc == 0)
+        rc = collect_busy(busy_since, closed_at, &out->busy_ticks, &out->busy_joined);
+    busy_since = closed_at;
     /* exited threads whose last writes this collect folded: nothing of them
      * is left to report, so their memory goes to the next new thread */
     for (tfd_thread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t && rc == 0; t = t->next)

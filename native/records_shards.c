@@ -167,6 +167,9 @@ void retire_thread(tfd_thread *t)
     t->heat_lo = t->heat_hi = 0;
     t->heat_next = 0;
     memset(t->heat_reported, 0, sizeof(t->heat_reported));
+    t->busy_lo = t->busy_hi = t->busy_in = 0;
+    t->busy_pushed = t->busy_taken = 0;
+    t->busy_joined = 0;
     __atomic_store_n(&t->state, THREAD_FREE, __ATOMIC_RELEASE);
 }
 

@@ -73,7 +73,7 @@ def verdict(d: RankSessionData, width: Optional[int] = None) -> Dict:
     st = _real_steps(d)
     n = len(d.ranks)
     out = {"series": True, "steps": [], "share": None, "xprof": None, "over": input_wait.MEAN_OVER_RANKS,
-           "label": views.input_label(n).replace("processes", "ranks")}
+           "label": views.input_label(n).replace("processes", "ranks"), "name": input_wait.JOB}
     g = input_wait.per_step(st, n)
     if not len(g):
         return out

@@ -301,9 +301,9 @@ def coverage_card(records: List[Dict]) -> Optional[Dict]:
 
 
 def input_label(processes: int) -> str:
-    """The verdict's and the cards' words for input wait, from its one definition."""
-    over = f", over all {processes} processes' steps" if processes > 1 else ""
-    return f"{input_wait.LABEL} ({input_wait.CAPPED}{over})"
+    """The verdict's and the cards' words for input wait, from its one
+    definition (the words analyze and recommend print beside the figure)."""
+    return input_wait.job_label(processes).replace("ranks' steps", "processes' steps")
 
 
 def files(d: SessionData, sort: Optional[str] = None, order: str = "desc", offset: int = 0,
@@ -372,7 +372,10 @@ def verdict(d: SessionData, width: Optional[int] = None) -> Dict:
     cells = input_wait.of_series(d.steps)
     xp = d.xprof
     n = len(d.hosts)
+    # the job's figure, or one process's of several (named as such: it is not the job's)
+    alone = len(d.session.hosts) > n
     out = {"series": bool(len(d.steps)), "steps": [], "share": None, "label": input_label(n),
+           "name": input_wait.ONE_OF if alone else input_wait.JOB,
            "over": input_wait.MEAN_OVER_PROCESSES if n > 1 else None,
            "xprof": None if xp is None else {"error": xp.get("error"), "measured": bool(xp.get("measured")),
                                              "input_percent": _clean(xp.get("input_percent"))}}

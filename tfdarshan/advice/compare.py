@@ -1,7 +1,9 @@
 """Did staging pay? A run before staging against a run after it: what the
-user waits for first (step time, and the training's and the window's
-length), then the staged files' I/O time, which is summed over threads and
-ranks and so can exceed the wall time it overlaps."""
+user waits for first (the job's time by job_time.py's rule, beside the
+plan's predicted job-time saving and their ratio; step time, and the
+training's and the window's length), then the staged files' I/O time,
+which is summed over threads and ranks and so can exceed the wall time it
+overlaps."""
 from __future__ import annotations
 
 from typing import Dict, Optional
@@ -9,6 +11,7 @@ from typing import Dict, Optional
 import numpy as np
 import pandas as pd
 
+from tfdarshan.advice import job_time
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.logs import input_wait
 
@@ -62,3 +65,18 @@ def compare_wall(before: Dict, after: Dict) -> Dict:
         out[k] = {"before": b, "after": a, "change": (a - b) / b if b and a is not None else None}
     out["steps"] = {"before": before.get("steps"), "after": after.get("steps")}
     return out
+
+
+def compare_job(steps_before: Optional[pd.DataFrame], steps_after: Optional[pd.DataFrame],
+                predicted: Optional[float], mode: Optional[str] = None) -> Dict:
+    """The job time before and after by job_time.py's rule (the plan's mode,
+    else BEFORE's, for both runs), the saving achieved, the one predicted
+    and their ratio."""
+    empty = pd.DataFrame()
+    b = job_time.measured(steps_before if steps_before is not None else empty, mode)
+    a = job_time.measured(steps_after if steps_after is not None else empty, b["mode"])
+    achieved = b["job_time"] - a["job_time"] if b["job_time"] is not None and a["job_time"] is not None else None
+    predicted = float(predicted) if predicted is not None else None
+    return {"mode": b["mode"], "before": b["job_time"], "after": a["job_time"], "achieved": achieved,
+            "predicted": predicted,
+            "ratio": achieved / predicted if achieved is not None and predicted else None}

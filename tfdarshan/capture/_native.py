@@ -54,6 +54,8 @@ class Collected:
     trace_dropped: int
     n_threads: int
     n_shards: int             # (thread, record) counters the collect folded: its cost
+    busy_ticks: int = 0       # wall time with a read or metadata call in flight in the interval
+    busy_joined: int = 0      # spans joined across a gap (then busy_ticks is an upper bound)
 
 
 def _string_array(items: Sequence[str]):
@@ -144,7 +146,8 @@ def collect() -> Collected:
             heat_unbinned=out.heat_unbinned,
             epoch=out.epoch, now_ticks=out.now_ticks, n_records=out.n_records,
             folded_files=out.folded_files, trace_dropped=out.trace_dropped,
-            n_threads=out.n_threads, n_shards=out.n_shards)
+            n_threads=out.n_threads, n_shards=out.n_shards, busy_ticks=out.busy_ticks,
+            busy_joined=out.busy_joined)
     finally:
         lib.tfd_free_collect(out)
 

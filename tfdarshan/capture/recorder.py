@@ -41,12 +41,12 @@ class Interval:
     """One collect: the records touched, their totals before and after, and
     the access-size/stride frequencies of the records whose frequencies
     changed, as they are after it (rows of record index, kind, value, count)."""
-    __slots__ = ("index", "before", "after", "segments", "heat", "epoch", "now_ticks", "values")
+    __slots__ = ("index", "before", "after", "segments", "heat", "epoch", "now_ticks", "values", "busy_ticks")
 
-    def __init__(self, index, before, after, segments, heat, epoch, now_ticks, values=NO_VALUES):
+    def __init__(self, index, before, after, segments, heat, epoch, now_ticks, values=NO_VALUES, busy_ticks=0):
         self.index, self.before, self.after = index, before, after
         self.segments, self.heat, self.epoch, self.now_ticks = segments, heat, epoch, now_ticks
-        self.values = values
+        self.values, self.busy_ticks = values, busy_ticks     # busy: ticks with input I/O in flight
 
 
 def latest_values(parts: List[np.ndarray]) -> np.ndarray:
@@ -254,7 +254,7 @@ class Recorder:
                 self._log.append([got.epoch, idx, got.rows[:, I0:I0 + NE].copy()])
             self._compact()
             interval = Interval(idx, before, got.rows, got.segments, heat, got.epoch, got.now_ticks,
-                                got.values)
+                                got.values, got.busy_ticks)
             for w in list(self._windows):
                 w._feed(interval)
             for fn in list(self._listeners):
