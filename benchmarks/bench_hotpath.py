@@ -10,8 +10,9 @@
      file (stat, open, pread of 88 KB, pread at the end, close): the
      per-file part of an input pipeline's cost.
 2. The wrapper alone: the originals of pread and fread replaced by stubs
-   that return at once (native/bench.c), the wrapper called against the
-   stub called directly, alternating.
+   that return at once (benchmarks/shim_stubs.c, built into the
+   benchmarks' own copy of the shim by stub_shim.py), the wrapper called
+   against the stub called directly, alternating.
 3. The clock's floor: two reads of the shim's clock (rdtsc), the least a
    timed call can cost on this machine.
 4. What not timing freads served from the FILE buffer would take out of
@@ -79,6 +80,8 @@ def main(argv=None) -> int:
     if args.rounds < 5:
         ap.error("--rounds must be at least 5")
 
+    import stub_shim
+    stub_shim.install()                 # the shim with the stubs, before tfdarshan loads the shipped one
     import tfdarshan
     from tfdarshan.capture._native import ffi, lib as shim
     with tempfile.TemporaryDirectory(prefix="tfd-hot-") as d:

@@ -1,53 +1,22 @@
 /* Threads, their shards and arenas, and the update protocol's slow paths
- * (intervals, dirty lists, heatmap bins, value tracking). */
-#include "records.h"
+ * (a thread's first update, a shard's first update in an interval, a new
+ * distinct value) and the collector's side of it (closing an interval,
+ * taking dirty lists, retiring exited threads). */
+#include "threads.h"
 
-#include <stddef.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
-/* ----------------------------------------------------------------- state */
-volatile int tfd_attached;
-int initialized;
-pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;  /* new records only */
-pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
-int64_t epoch = 1;
-int use_membarrier;
-int64_t record_cap;      /* per module */
-int64_t max_records;     /* all modules, index space */
-tfd_rec **rec_table;     /* open addressing on (module, id) */
-uint64_t rec_table_mask;
-tfd_rec ***rec_by_index; /* chunks of DIR_CHUNK */
-int64_t n_records;
-int64_t n_module_records[16];
-tfd_rec *overflow_rec[16];
-uint64_t *folded_ids;    /* distinct paths folded into the overflow record */
-uint64_t folded_mask;
-int64_t folded_count;
-tfd_thread *threads;
-int64_t n_threads;
-__thread tfd_thread *self;
-uint64_t heat_width;    /* ticks per heatmap bin */
-uint64_t heat_origin;
-int trace_on;
-int64_t trace_cap;
-int64_t trace_budget;    /* bytes still free for trace chunks */
-/* fd -> POSIX record; fd -> (stream, STDIO record). Two levels, 4096 each. */
-tfd_rec **fd_posix[FD_TOP];
-stream_slot *fd_stdio[FD_TOP];
+__thread tfd_thread *tfd_self;
+int64_t tfd_epoch = 1;
+int tfd_use_membarrier;
+static tfd_thread *threads;
+static int64_t n_threads;
 
-
-
-void *alloc_zeroed(size_t n)
-{
-    /* large tables come from mmap so untouched pages cost nothing */
-    if (n >= (1u << 20)) {
-        void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        return p == MAP_FAILED ? NULL : p;
-    }
-    return calloc(1, n);
-}
-
-int membarrier_register(void)
+static int membarrier_register(void)
 {
 #ifdef SYS_membarrier
     /* MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED = 16, PRIVATE_EXPEDITED = 8 */
@@ -58,18 +27,29 @@ int membarrier_register(void)
     return 0;
 }
 
+void threads_init(void)
+{
+    static int done;
+    if (!done)
+        tfd_use_membarrier = membarrier_register();
+    done = 1;
+}
+
+tfd_thread *threads_first(void) { return __atomic_load_n(&threads, __ATOMIC_ACQUIRE); }
+int64_t threads_count(void) { return RELAXED_LOAD(n_threads); }
+
 /* ----------------------------------------------------------------- threads */
 
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 
 /* Runs as the thread exits: the collector folds what it wrote last and then
- * retires it. I/O in a later destructor gets a fresh thread (self is
+ * retires it. I/O in a later destructor gets a fresh thread (tfd_self is
  * cleared), which pthread retires on its next destructor round. */
 static void thread_exited(void *p)
 {
     tfd_thread *t = p;
-    self = NULL;
+    tfd_self = NULL;
     __atomic_store_n(&t->state, THREAD_EXITED, __ATOMIC_RELEASE);
 }
 
@@ -93,32 +73,31 @@ static tfd_thread *claim_retired(void)
 
 tfd_thread *thread_self(void)
 {
-    tfd_thread *t = self;
+    tfd_thread *t = tfd_self;
     if (TFD_LIKELY(t != NULL))
         return t;
+    if (!table_capacity())
+        return NULL;            /* not initialised: no shard could be indexed */
     int saved = errno;
     pthread_once(&exit_key_once, make_exit_key);
     if ((t = claim_retired())) {
         pthread_setspecific(exit_key, t);
         __atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
         errno = saved;
-        self = t;
+        tfd_self = t;
         return t;
     }
     t = aligned_alloc(64, (sizeof(*t) + 63) & ~(size_t)63);   /* seq is written per call */
-    /* the heatmap ring (64 KiB) is not zeroed: a slot is cleared as the
-     * thread's newest bin reaches it, before anyone reads it */
     if (t) {
-        memset(t, 0, offsetof(tfd_thread, heat));
-        t->next = NULL;
+        memset(t, 0, offsetof(tfd_thread, heat.slots));
+        heat_ring_start(&t->heat);
+        t->dir = calloc((size_t)(table_capacity() / DIR_CHUNK + 1), sizeof(tfd_shard **));
+        if (!t->dir) {
+            free(t);
+            t = NULL;
+        }
     }
-    errno = saved;
-    if (!t)
-        return NULL;
-    t->heat_bin = -1;
-    t->dir = calloc((size_t)(max_records / DIR_CHUNK + 1), sizeof(tfd_shard **));
-    if (!t->dir) {
-        free(t);
+    if (!t) {
         errno = saved;
         return NULL;
     }
@@ -129,64 +108,83 @@ tfd_thread *thread_self(void)
         t->next = head;
     while (!__atomic_compare_exchange_n(&threads, &head, t, 1, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
     __atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
-    self = t;
+    tfd_self = t;
     return t;
 }
 
-/* Called by the collector, under its lock, once everything the exited
- * thread wrote has been folded: free its shards and trace, and leave the
- * structure for a new thread. Its running totals stay (tfd_live sums them
- * over structures, so they only ever grow). */
-void retire_thread(tfd_thread *t)
+int threads_retirable(tfd_thread *t)
 {
-    for (tfd_shard *s = t->shards; s; s = s->next_in_thread)
-        free(s->seen.big);
+    return __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == THREAD_EXITED && !t->dirty[0] && !t->dirty[1];
+}
+
+/* Called by the collector, under its lock, once everything the exited
+ * thread wrote has been folded (and its trace and heatmap drained): free
+ * its shards and leave the structure for a new thread. Its running totals
+ * stay (tfd_live sums them over structures, so they only ever grow). */
+void threads_retire(tfd_thread *t)
+{
     for (void *b = t->blocks, *next; b; b = next) {
         next = *(void **)b;
         free(b);
     }
-    for (int64_t i = 0; i <= max_records / DIR_CHUNK; i++)
+    for (int64_t i = 0; i <= table_capacity() / DIR_CHUNK; i++)
         if (t->dir[i])
             memset(t->dir[i], 0, DIR_CHUNK * sizeof(tfd_shard *));
-    for (seg_chunk *c = t->trace_head, *next; c; c = next) {
-        next = c->next;
-        free(c);
-        __atomic_add_fetch(&trace_budget, (int64_t)sizeof(seg_chunk), __ATOMIC_RELAXED);
-    }
     t->shards = NULL;
     t->blocks = NULL;
     t->arena = NULL;
     t->arena_left = 0;
     t->arena_block = 0;
     t->dirty[0] = t->dirty[1] = NULL;
-    t->trace_head = t->trace_tail = NULL;
-    t->trace_read = 0;
     t->suppressed = 0;
-    t->creating = 0;
-    t->heat_bin = -1;
-    t->heat_lo = t->heat_hi = 0;
-    t->heat_next = 0;
-    memset(t->heat_reported, 0, sizeof(t->heat_reported));
     __atomic_store_n(&t->state, THREAD_FREE, __ATOMIC_RELEASE);
-}
-
-int tfd_recording(void)
-{
-    if (!RELAXED_LOAD(tfd_attached))
-        return 0;
-    tfd_thread *t = self;
-    return !(t && (t->suppressed || (t->seq & 1) || t->creating));
 }
 
 int tfd_suppress(int on)
 {
-    tfd_thread *t = initialized ? thread_self() : NULL;
+    tfd_thread *t = thread_self();
     if (!t)
         return -1;
     int before = t->suppressed;
     t->suppressed = on;
     return before;
 }
+
+int begin_sampled(update *u, tfd_rec *r)
+{
+    tfd_thread *t = tfd_self;
+    if (!t && !(t = thread_self()))
+        return 0;
+    int suppressed = t->suppressed;
+    t->suppressed = 0;
+    int ok = begin(u, r);
+    t->suppressed = suppressed;
+    return ok;
+}
+
+void threads_live(tfd_live_totals *out)
+{
+    for (tfd_thread *t = threads_first(); t; t = t->next) {
+        out->bytes_read += RELAXED_LOAD(t->tot_bytes_read);
+        out->bytes_written += RELAXED_LOAD(t->tot_bytes_written);
+        out->reads += RELAXED_LOAD(t->tot_reads);
+        out->writes += RELAXED_LOAD(t->tot_writes);
+        out->opens += RELAXED_LOAD(t->tot_opens);
+        out->io_ticks += RELAXED_LOAD(t->tot_ticks);
+        out->excluded_read += RELAXED_LOAD(t->excl_read);
+        out->excluded_written += RELAXED_LOAD(t->excl_written);
+    }
+}
+
+/* The child of fork counts afresh, in threads of its own. */
+void threads_after_fork(void)
+{
+    threads = NULL;
+    n_threads = 0;
+    tfd_self = NULL;
+}
+
+/* ----------------------------------------------------------------- shards */
 
 /* A thread's blocks double from 16 KiB to 256 KiB: tf.data's threads are
  * short-lived and touch tens of files each, and every block is zeroed. */
@@ -227,8 +225,6 @@ static void *arena_alloc(tfd_thread *t, size_t n)
     return r;
 }
 
-
-
 tfd_shard *new_shard(tfd_thread *t, tfd_rec *r)
 {
     int64_t hi = r->index / DIR_CHUNK, lo = r->index % DIR_CHUNK;
@@ -256,24 +252,6 @@ tfd_shard *new_shard(tfd_thread *t, tfd_rec *r)
 
 /* ------------------------------------------------------- update protocol */
 
-uint8_t size_buckets_below[64];
-int64_t size_limit_of_order[64];
-
-__attribute__((constructor)) static void fill_size_buckets(void)
-{
-    static const int64_t limits[9] = {101, 1025, 10241, 102401, 1048577, 4194305,
-                                      10485761, 104857601, 1073741825};
-    for (int order = 0; order < 64; order++)
-        size_limit_of_order[order] = INT64_MAX;
-    for (int i = 0; i < 9; i++) {
-        int order = 64 - __builtin_clzll((uint64_t)limits[i]);
-        size_limit_of_order[order] = limits[i];
-        for (int o = order + 1; o < 64; o++)
-            size_buckets_below[o]++;
-    }
-}
-
-
 /* First update of a shard in an interval: start its extremes afresh and put
  * it on its thread's dirty list for the interval (once per interval). */
 void enter_interval(tfd_shard *s, int64_t e)
@@ -290,71 +268,7 @@ void enter_interval(tfd_shard *s, int64_t e)
     __atomic_store_n(&t->dirty[k], s, __ATOMIC_RELEASE);
 }
 
-
-
-
-/* Move the thread's newest heatmap bin forward to b, clearing the slots it
- * reuses; refuses (returns 0) if that would overwrite unreported bins. */
-static int heat_advance(tfd_thread *t, int64_t b)
-{
-    if (b <= t->heat_bin)
-        return 1;
-    int64_t oldest = RELAXED_LOAD(t->heat_next);
-    if (t->heat_bin >= 0 && b - oldest >= HEAT_RING)
-        return 0;
-    /* a fresh ring is read from bin b on: only that slot needs clearing */
-    int64_t from = t->heat_bin < 0 ? b : b - t->heat_bin > HEAT_RING ? b - HEAT_RING + 1 : t->heat_bin + 1;
-    if (from < 0)
-        from = 0;
-    for (int64_t i = from; i <= b; i++)
-        memset(t->heat[i % HEAT_RING], 0, sizeof(t->heat[0]));
-    if (t->heat_bin < 0)
-        RELAXED_STORE(t->heat_next, b);
-    t->heat_bin = b;
-    t->heat_lo = heat_origin + (uint64_t)b * heat_width;
-    t->heat_hi = t->heat_lo + heat_width;
-    return 1;
-}
-
-/* heatmap_update(): spread a call's bytes over the bins it overlaps */
-void heat_add_slow(tfd_thread *t, int kind, int64_t bytes, uint64_t t1, uint64_t t2)
-{
-    if (t1 < heat_origin || t2 < t1) {
-        t->heat_unbinned += bytes;
-        return;
-    }
-    int64_t b1 = (int64_t)((t1 - heat_origin) / heat_width);
-    int64_t b2 = (int64_t)((t2 - heat_origin) / heat_width);
-    if (!heat_advance(t, b2)) {
-        t->heat_unbinned += bytes;
-        return;
-    }
-    int64_t oldest = RELAXED_LOAD(t->heat_next);
-    if (b1 < oldest)
-        b1 = oldest;   /* began before the last drain: count it from there */
-    if (b1 > b2)
-        b1 = b2;
-    int64_t left = bytes;
-    for (int64_t b = b1; b <= b2; b++) {
-        int64_t part = left;
-        if (b < b2 && t2 > t1) {
-            uint64_t lo = heat_origin + (uint64_t)b * heat_width, hi = lo + heat_width;
-            uint64_t s = t1 > lo ? t1 : lo, e = t2 < hi ? t2 : hi;
-            part = (int64_t)((double)bytes * (double)(e - s) / (double)(t2 - t1) + 0.5);
-            if (part > left)
-                part = left;
-        }
-        t->heat[b % HEAT_RING][kind] += part;
-        left -= part;
-    }
-}
-
-
-
-
 /* darshan_track_common_val_counters: count up to 32 distinct values */
-
-
 void track_value_slow(tfd_thread *t, values *vs, int64_t v)
 {
     int n = vs->n;
@@ -382,4 +296,39 @@ void track_value_slow(tfd_thread *t, values *vs, int64_t v)
     cnt[n] = 1;
     BARRIER();
     vs->n = n + 1;
+}
+
+/* ------------------------------------------------------- the collector */
+
+static void wait_for_writers(void)
+{
+    if (tfd_use_membarrier)
+        syscall(SYS_membarrier, 8, 0, 0);
+    else
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (tfd_thread *t = threads_first(); t; t = t->next) {
+        uint32_t s = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
+        if (!(s & 1))
+            continue;
+        /* inside an update, which never blocks: wait for it to finish */
+        for (long spins = 0; __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE) == s; spins++) {
+            if (spins > 64)
+                sched_yield();
+            if (spins > 2000000)
+                break;  /* a thread stopped mid-update (killed); do not hang */
+        }
+    }
+}
+
+int64_t threads_close_interval(void)
+{
+    int64_t closed = RELAXED_LOAD(tfd_epoch);
+    __atomic_store_n(&tfd_epoch, closed + 1, __ATOMIC_SEQ_CST);
+    wait_for_writers();
+    return closed;
+}
+
+tfd_shard *threads_take_dirty(tfd_thread *t, int k)
+{
+    return __atomic_exchange_n(&t->dirty[k], NULL, __ATOMIC_ACQ_REL);
 }

@@ -1,6 +1,8 @@
 /* Folding a collect's dirty shards into their records' totals, which only
  * the collector keeps, and reporting the totals of the records touched. */
-#include "records.h"
+#include "totals.h"
+
+#include <sched.h>
 
 typedef struct shard_copy {
     int64_t sum[S_N];
@@ -291,9 +293,7 @@ static int emit_record(tfd_rec *r, growbuf *rows, growbuf *vals)
     return 0;
 }
 
-/* Take every thread's dirty list of the closed interval, fold the shards
- * and report the touched records' rows and values. */
-int fold_dirty_shards(int64_t closed, growbuf *rows, growbuf *vals, int64_t *n_shards)
+int totals_fold(int64_t closed, growbuf *rows, growbuf *vals, int64_t *n_shards)
 {
     int k = (int)(closed & 1), rc = 0;
     tfd_rec *touched = NULL;
@@ -301,8 +301,8 @@ int fold_dirty_shards(int64_t closed, growbuf *rows, growbuf *vals, int64_t *n_s
      * be pushed again two intervals later and the list would loop */
     static shard_list dirty_shards;     /* its buffer is kept between collects */
     dirty_shards.n = 0;
-    for (tfd_thread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next)
-        if (take_dirty(&dirty_shards, __atomic_exchange_n(&t->dirty[k], NULL, __ATOMIC_ACQ_REL), k))
+    for (tfd_thread *t = threads_first(); t; t = t->next)
+        if (take_dirty(&dirty_shards, threads_take_dirty(t, k), k))
             rc = -1;
     if (rc == 0)
         rc = fold_shards(&dirty_shards, closed, &touched);
@@ -310,4 +310,12 @@ int fold_dirty_shards(int64_t closed, growbuf *rows, growbuf *vals, int64_t *n_s
     for (tfd_rec *r = touched; r && rc == 0; r = r->totals->next_touched)
         rc = emit_record(r, rows, vals);
     return rc;
+}
+
+void totals_forget_thread(tfd_thread *t)
+{
+    for (tfd_shard *s = t->shards; s; s = s->next_in_thread) {
+        free(s->seen.big);
+        s->seen.big = NULL;
+    }
 }

@@ -1,0 +1,210 @@
+/* Threads and their shards, and the update protocol that lets every
+ * thread count without a lock.
+ *
+ *  - Counters live in shards, one per (thread, record), written only by
+ *    their thread and guarded by the thread's sequence count, so a
+ *    collector copies a consistent view without ever blocking the writer.
+ *  - Time is cut into intervals (epochs). The first update of a shard in an
+ *    interval pushes it on its thread's dirty list for that interval, so a
+ *    collect costs time proportional to the shards written since the
+ *    previous one, not to the threads that ever touched those files (a
+ *    tf.data pipeline spreads each file over dozens of threads).
+ *  - A collect closes the interval and waits (membarrier + per-thread
+ *    sequence) until no thread is still inside an update tagged with it;
+ *    totals.c then folds each dirty shard's change into its record's totals.
+ *
+ * threads.c owns the threads, their shards, the interval number and the
+ * thread-local pointer; the inline functions below are the writer's side
+ * of the protocol, used by the rules. */
+#ifndef TFD_THREADS_H
+#define TFD_THREADS_H
+#include "fields.h"
+#include "heat.h"
+#include "table.h"
+#include "trace.h"
+
+#include "public.h"
+
+typedef struct tfd_thread tfd_thread;
+
+typedef struct tfd_shard {
+    tfd_thread *owner;          /* its sequence count guards this shard */
+    int64_t epoch;              /* interval of the last update */
+    tfd_rec *rec;
+    /* by interval parity, as iext below */
+    struct tfd_shard *dirty_next[2];
+    struct tfd_shard *next_in_thread;
+    int64_t sum[S_N];           /* starts at byte 48: see SUM_FIELDS */
+    /* extremes of the interval being recorded and of the one before it,
+     * by interval parity; the collector folds them into run totals */
+    struct { int64_t epoch; int64_t v[E_N]; } iext[2];
+    values access, stride;
+    shard_seen seen __attribute__((aligned(64)));   /* the collector's: a line of its own */
+} tfd_shard;
+
+/* record index -> shard, in chunks */
+#define DIR_CHUNK 1024
+
+/* A thread's state. tf.data starts new threads for every iterator (every
+ * epoch), so the shards of exited threads are folded and their memory
+ * reused, or a long job would grow by a shard per file and epoch. */
+enum { THREAD_ACTIVE, THREAD_EXITED, THREAD_FREE };
+struct tfd_thread {
+    uint32_t seq;               /* odd while inside an update (also the re-entry guard) */
+    int suppressed;
+    int state;                  /* THREAD_*: set by the thread's exit, the collector and a new thread */
+    /* running totals for the cheap live pull (tfd_live) */
+    int64_t tot_bytes_read, tot_bytes_written, tot_reads, tot_writes, tot_opens, tot_ticks;
+    /* bytes moved on excluded paths (imports, libraries, system files):
+     * not recorded per file, only counted, so coverage can tell them apart */
+    int64_t excl_read, excl_written;
+    tfd_shard ***dir;           /* record index -> this thread's shard */
+    /* shards first written in an interval, by interval parity: the thread
+     * pushes on one list while the collector takes the other */
+    tfd_shard *dirty[2];
+    tfd_shard *shards;          /* all of this thread's shards */
+    char *arena;                /* bump allocator for shards */
+    size_t arena_left;
+    size_t arena_block;         /* size of the newest block */
+    void *blocks;               /* the arena's blocks, freed when the thread is retired */
+    tfd_thread *next;
+    trace_buf trace;
+    heat_ring heat;             /* last: its slots are not zeroed */
+};
+
+/* threads.c's: read them through the functions below */
+extern __thread tfd_thread *tfd_self TFD_HIDDEN;
+extern int64_t tfd_epoch TFD_HIDDEN;
+extern int tfd_use_membarrier TFD_HIDDEN;
+
+/* an update in progress: its thread, shard, record and interval */
+typedef struct update { tfd_thread *t; tfd_shard *s; tfd_rec *r; int64_t *iext; int64_t epoch; } update;
+
+tfd_thread *thread_self(void) TFD_HIDDEN TFD_COLD;
+tfd_shard *new_shard(tfd_thread *t, tfd_rec *r) TFD_HIDDEN TFD_COLD;
+void enter_interval(tfd_shard *s, int64_t e) TFD_HIDDEN TFD_COLD;
+void track_value_slow(tfd_thread *t, values *vs, int64_t v) TFD_HIDDEN TFD_COLD;
+
+/* ------------------------------------------------- the writer's side, inline */
+
+static inline tfd_shard *shard_for(tfd_thread *t, tfd_rec *r)
+{
+    uint64_t i = (uint64_t)r->index;        /* never negative: shifts, not signed division */
+    tfd_shard **chunk = t->dir[i / DIR_CHUNK];
+    tfd_shard *s;
+    if (TFD_LIKELY(chunk && (s = chunk[i % DIR_CHUNK])))
+        return s;
+    return new_shard(t, r);
+}
+
+/* Start an update of r's shard of this thread; 0 when this thread does not
+ * record now (suppressed, or a signal handler inside one of its updates). */
+static inline __attribute__((always_inline)) int begin(update *u, tfd_rec *r)
+{
+    tfd_thread *t = tfd_self;
+    if (TFD_UNLIKELY(!t) && !(t = thread_self()))
+        return 0;
+    /* odd sequence: a signal handler interrupted one of our updates */
+    if (TFD_UNLIKELY((t->seq & 1) | t->suppressed))
+        return 0;
+    tfd_shard *s = shard_for(t, r);
+    if (TFD_UNLIKELY(!s))
+        return 0;
+    t->seq++;
+    WMB();
+    /* the collector's membarrier orders the store above before this load */
+    if (TFD_UNLIKELY(!tfd_use_membarrier))
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    int64_t e = RELAXED_LOAD(tfd_epoch);
+    if (TFD_UNLIKELY(s->epoch != e))
+        enter_interval(s, e);
+    u->t = t;
+    u->s = s;
+    u->r = r;
+    u->iext = s->iext[e & 1].v;
+    u->epoch = e;
+    return 1;
+}
+
+static inline __attribute__((always_inline)) void end(update *u)
+{
+    WMB();
+    u->t->seq++;
+}
+
+/* Darshan's extremes, within the current interval. */
+static inline void ext_max(update *u, int f, int64_t v)
+{
+    if (u->iext[f] < v) u->iext[f] = v;
+}
+
+static inline void ext_first(update *u, int f, int64_t t)
+{
+    if (u->iext[f] == 0 || u->iext[f] > t) u->iext[f] = t;
+}
+
+static inline void ext_last(update *u, int f, int64_t t)
+{
+    u->iext[f] = t;
+}
+
+static inline void ext_maxtime(update *u, int f_time, int f_size, int64_t d, int64_t size)
+{
+    if (u->iext[f_time] < d) { u->iext[f_time] = d; u->iext[f_size] = size; }
+}
+
+/* DARSHAN_TIMER_INC_NO_OVERLAP against the record's shared "last end" */
+static inline void timer_no_overlap(update *u, int f, int64_t t1, int64_t t2, int64_t *last)
+{
+    if (t1 == 0 || t2 == 0)
+        return;
+    int64_t l = RELAXED_LOAD(*last);
+    u->s->sum[f] += (t1 > l) ? (t2 - t1) : (t2 - l);
+    if (t2 > l)
+        RELAXED_STORE(*last, t2);
+}
+
+static inline __attribute__((always_inline)) void track_value(tfd_thread *t, values *vs, int64_t v)
+{
+    /* the common case: the same size or stride as the first one seen */
+    if (TFD_LIKELY(vs->n > 0 && !vs->big && vs->val[0] == v))
+        vs->cnt[0]++;
+    else
+        track_value_slow(t, vs, v);
+}
+
+/* Bytes on an excluded path: counted by the thread, outside any update. */
+static inline void count_excluded(int is_write, int64_t bytes)
+{
+    tfd_thread *t = tfd_self;
+    if (TFD_UNLIKELY(!t) && !(t = thread_self()))
+        return;
+    if ((t->seq & 1) | t->suppressed)
+        return;
+    if (is_write)
+        RELAXED_STORE(t->excl_written, t->excl_written + bytes);
+    else
+        RELAXED_STORE(t->excl_read, t->excl_read + bytes);
+}
+
+/* what a sample the shim takes for the whole process (not the calling
+ * thread's own I/O) is counted under: suppression does not apply */
+int begin_sampled(update *u, tfd_rec *r) TFD_HIDDEN;
+
+/* ------------------------------------------------- the collector's side */
+
+void threads_init(void) TFD_HIDDEN;
+tfd_thread *threads_first(void) TFD_HIDDEN;
+int64_t threads_count(void) TFD_HIDDEN;         /* threads that ever recorded */
+/* Close the current interval: no update tagged with it is in flight when
+ * this returns. Returns the interval closed. */
+int64_t threads_close_interval(void) TFD_HIDDEN;
+/* the thread's dirty list of interval parity k, taken (linked by dirty_next[k]) */
+tfd_shard *threads_take_dirty(tfd_thread *t, int k) TFD_HIDDEN;
+/* exited, and everything it wrote folded: its memory can be reused */
+int threads_retirable(tfd_thread *t) TFD_HIDDEN;
+void threads_retire(tfd_thread *t) TFD_HIDDEN;
+void threads_live(tfd_live_totals *out) TFD_HIDDEN;
+void threads_after_fork(void) TFD_HIDDEN;
+
+#endif
