@@ -1,5 +1,5 @@
 /* I/O that Darshan's wrappers never see, counted in our own fields
- * (KERNEL_IO_FIELDS in records.h), never in Darshan's counters or in the
+ * (KERNEL_IO_FIELDS in fields.h), never in Darshan's counters or in the
  * per-file state Darshan's rules read (offsets, last byte, last I/O type):
  *
  *  - kernel-side copies (copy_file_range, sendfile, splice): the bytes each

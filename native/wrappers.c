@@ -15,7 +15,7 @@
 #include "rules_stdio.h"
 
 /* the recording inlined into the data wrappers (its rare cases stay out of
- * line, records.h): one call, one prologue */
+ * line, TFD_COLD in base.h): one call, one prologue */
 #define FLAT __attribute__((flatten))
 #define ALIGNED(p) (((uintptr_t)(p) % 8) == 0)
 

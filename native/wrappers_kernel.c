@@ -1,6 +1,6 @@
 /* Wrappers for the calls that move file data without a read or write the
  * process makes itself: mmap/munmap (the mapped pages are sampled in
- * records_kernel.c) and the kernel-side copies. Same shape as wrappers.c:
+ * rules_kernel.c) and the kernel-side copies. Same shape as wrappers.c:
  * forward at once when detached, time the original, record only what
  * succeeded, hand back its return value and errno untouched. With
  * kernel_io off (attach(kernel_io=False), TFDARSHAN_KERNEL_IO=0) they only
