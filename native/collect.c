@@ -63,7 +63,12 @@ int collect_init(const tfd_config *c, char *err, size_t err_len)
         rc = -1;
         goto out;
     }
-    threads_init();
+    if (threads_init() != 0) {
+        snprintf(err, err_len, "cannot allocate the shards' index for %lld records",
+                 (long long)table_capacity());
+        rc = -1;
+        goto out;
+    }
     static int registered;
     if (!registered)
         pthread_atfork(tfd_mapped_prepare_fork, tfd_mapped_parent_fork, after_fork);
@@ -116,15 +121,8 @@ int tfd_collect(tfd_collect_result *out)
         rc = trace_drain(&t->trace, &segs, &out->trace_dropped, closed);
     for (tfd_thread *t = threads_first(); t && rc == 0; t = t->next)
         rc = heat_drain(&t->heat, &t->seq, &heat, &out->heat_unbinned);
-    /* exited threads whose last writes this collect folded: nothing of them
-     * is left to report, so their memory goes to the next new thread */
-    for (tfd_thread *t = threads_first(); t && rc == 0; t = t->next)
-        if (threads_retirable(t)) {
-            totals_forget_thread(t);
-            trace_release(&t->trace);
-            heat_ring_reset(&t->heat);
-            threads_retire(t);
-        }
+    /* new shards ready before the writers need them */
+    threads_prepare();
     out->epoch = closed;
     out->now_ticks = tfd_now_ticks();
     out->n_records = table_count();

@@ -119,11 +119,3 @@ int heat_drain(heat_ring *h, const uint32_t *seq, growbuf *heat, int64_t *unbinn
     }
     return 0;
 }
-
-void heat_ring_reset(heat_ring *h)
-{
-    h->bin = -1;
-    h->lo = h->hi = 0;
-    h->next = 0;
-    memset(h->reported, 0, sizeof(h->reported));
-}

@@ -48,7 +48,5 @@ uint64_t heat_bin_ticks(void) TFD_HIDDEN;
  * each: bin, kind, bytes), copied consistently against the writer's
  * sequence count; 0, or -1 when out of memory. */
 int heat_drain(heat_ring *h, const uint32_t *seq, growbuf *heat, int64_t *unbinned) TFD_HIDDEN;
-/* an exited thread's ring, all reported: the next thread starts it afresh */
-void heat_ring_reset(heat_ring *h) TFD_HIDDEN;
 
 #endif

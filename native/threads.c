@@ -1,12 +1,14 @@
-/* Threads, their shards and arenas, and the update protocol's slow paths
- * (a thread's first update, a shard's first update in an interval, a new
- * distinct value) and the collector's side of it (closing an interval,
- * taking dirty lists, retiring exited threads). */
+/* Threads and the shards they hold: a thread's first update, its exit
+ * (its shards released to their files, its structure to the next thread),
+ * the slabs new shards come from, the update protocol's slow paths (a
+ * shard's first update in an interval, a new distinct value) and the
+ * collector's side of it (closing an interval, taking dirty lists). */
 #include "threads.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,6 +17,8 @@ int64_t tfd_epoch = 1;
 int tfd_use_membarrier;
 static tfd_thread *threads;
 static int64_t n_threads;
+/* record index -> the record's shards, linked by next_of_rec */
+static tfd_shard **shards_of;
 
 static int membarrier_register(void)
 {
@@ -27,29 +31,118 @@ static int membarrier_register(void)
     return 0;
 }
 
-void threads_init(void)
+/* untouched pages cost nothing */
+static void *map_zeroed(size_t n, int populate)
 {
-    static int done;
-    if (!done)
-        tfd_use_membarrier = membarrier_register();
-    done = 1;
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (populate ? MAP_POPULATE : 0), -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void slab_ready(void);
+
+int threads_init(void)
+{
+    if (shards_of)
+        return 0;
+    tfd_use_membarrier = membarrier_register();
+    shards_of = map_zeroed((size_t)table_capacity() * sizeof(tfd_shard *), 0);
+    slab_ready();
+    return shards_of ? 0 : -1;
 }
 
 tfd_thread *threads_first(void) { return __atomic_load_n(&threads, __ATOMIC_ACQUIRE); }
 int64_t threads_count(void) { return RELAXED_LOAD(n_threads); }
+
+/* ------------------------------------------------------------------ slabs */
+
+/* New shards (and their spill of common values) come from slabs of fresh
+ * pages shared by all threads: zero already, handed out by a bump pointer,
+ * never freed (a shard outlives its threads). The collector keeps a spare
+ * slab with its pages mapped in, so writers neither zero memory nor fault. */
+#define SLAB_BYTES ((size_t)1 << 20)
+typedef struct slab { size_t used; } slab;
+static slab *current_slab;
+static slab *spare_slab;
+
+static slab *slab_new(int populate)
+{
+    int saved = errno;
+    slab *s = map_zeroed(SLAB_BYTES, populate);
+    errno = saved;
+    if (s)
+        s->used = 64;
+    return s;
+}
+
+static void *slab_alloc(size_t n)
+{
+    n = (n + 63) & ~(size_t)63;
+    for (;;) {
+        slab *s = __atomic_load_n(&current_slab, __ATOMIC_ACQUIRE);
+        if (TFD_LIKELY(s != NULL)) {
+            size_t at = __atomic_fetch_add(&s->used, n, __ATOMIC_RELAXED);
+            if (TFD_LIKELY(at + n <= SLAB_BYTES))
+                return (char *)s + at;
+        }
+        /* full: the spare, else a slab of our own, unless another thread
+         * has put one in already */
+        slab *fresh = __atomic_exchange_n(&spare_slab, NULL, __ATOMIC_ACQ_REL);
+        if (!fresh && !(fresh = slab_new(0)))
+            return NULL;
+        if (!__atomic_compare_exchange_n(&current_slab, &s, fresh, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            slab *none = NULL;
+            if (!__atomic_compare_exchange_n(&spare_slab, &none, fresh, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                munmap(fresh, SLAB_BYTES);
+        }
+    }
+}
+
+/* a spare slab, its pages mapped in, once the current one is half used */
+static void slab_ready(void)
+{
+    slab *s = __atomic_load_n(&current_slab, __ATOMIC_ACQUIRE);
+    if (!s) {
+        slab *fresh = slab_new(1), *none = NULL;
+        if (fresh && !__atomic_compare_exchange_n(&current_slab, &none, fresh, 0, __ATOMIC_ACQ_REL,
+                                                  __ATOMIC_RELAXED))
+            munmap(fresh, SLAB_BYTES);
+        return;
+    }
+    if (__atomic_load_n(&spare_slab, __ATOMIC_ACQUIRE) || __atomic_load_n(&s->used, __ATOMIC_RELAXED) < SLAB_BYTES / 2)
+        return;
+    slab *fresh = slab_new(1), *none = NULL;
+    if (fresh && !__atomic_compare_exchange_n(&spare_slab, &none, fresh, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        munmap(fresh, SLAB_BYTES);
+}
+
+void threads_prepare(void)
+{
+    slab_ready();
+}
 
 /* ----------------------------------------------------------------- threads */
 
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 
-/* Runs as the thread exits: the collector folds what it wrote last and then
- * retires it. I/O in a later destructor gets a fresh thread (tfd_self is
- * cleared), which pthread retires on its next destructor round. */
+/* Runs as the thread exits: each shard it holds is released to its file
+ * (the next thread to touch the file takes it over), and the structure to
+ * the next new thread. What it wrote last stays on its dirty lists for the
+ * collector. I/O in a later destructor gets a structure afresh (tfd_self
+ * is cleared), which pthread hands on at its next destructor round. */
 static void thread_exited(void *p)
 {
     tfd_thread *t = p;
     tfd_self = NULL;
+    for (tfd_shard *s = t->shards; s; s = s->next_in_thread) {
+        uint64_t i = (uint64_t)s->rec->index;
+        t->dir[i / DIR_CHUNK][i % DIR_CHUNK] = NULL;
+        __atomic_store_n(&s->owner, NULL, __ATOMIC_RELEASE);
+    }
+    t->shards = NULL;
+    /* a collector that saw this structure hold a shard sees it changed hands */
+    __atomic_store_n(&t->seq, t->seq + 2, __ATOMIC_RELEASE);
     __atomic_store_n(&t->state, THREAD_EXITED, __ATOMIC_RELEASE);
 }
 
@@ -58,13 +151,13 @@ static void make_exit_key(void)
     pthread_key_create(&exit_key, thread_exited);
 }
 
-/* a retired thread, its shards folded and its memory cleared, if any */
-static tfd_thread *claim_retired(void)
+/* the structure of an exited thread, if any */
+static tfd_thread *claim_exited(void)
 {
     for (tfd_thread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next) {
-        int free_state = THREAD_FREE;
-        if (__atomic_load_n(&t->state, __ATOMIC_RELAXED) == THREAD_FREE &&
-            __atomic_compare_exchange_n(&t->state, &free_state, THREAD_ACTIVE, 0, __ATOMIC_ACQUIRE,
+        int exited = THREAD_EXITED;
+        if (__atomic_load_n(&t->state, __ATOMIC_RELAXED) == THREAD_EXITED &&
+            __atomic_compare_exchange_n(&t->state, &exited, THREAD_ACTIVE, 0, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED))
             return t;
     }
@@ -76,11 +169,12 @@ tfd_thread *thread_self(void)
     tfd_thread *t = tfd_self;
     if (TFD_LIKELY(t != NULL))
         return t;
-    if (!table_capacity())
+    if (!shards_of)
         return NULL;            /* not initialised: no shard could be indexed */
     int saved = errno;
     pthread_once(&exit_key_once, make_exit_key);
-    if ((t = claim_retired())) {
+    if ((t = claim_exited())) {
+        t->suppressed = 0;
         pthread_setspecific(exit_key, t);
         __atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
         errno = saved;
@@ -110,34 +204,6 @@ tfd_thread *thread_self(void)
     __atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
     tfd_self = t;
     return t;
-}
-
-int threads_retirable(tfd_thread *t)
-{
-    return __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == THREAD_EXITED && !t->dirty[0] && !t->dirty[1];
-}
-
-/* Called by the collector, under its lock, once everything the exited
- * thread wrote has been folded (and its trace and heatmap drained): free
- * its shards and leave the structure for a new thread. Its running totals
- * stay (tfd_live sums them over structures, so they only ever grow). */
-void threads_retire(tfd_thread *t)
-{
-    for (void *b = t->blocks, *next; b; b = next) {
-        next = *(void **)b;
-        free(b);
-    }
-    for (int64_t i = 0; i <= table_capacity() / DIR_CHUNK; i++)
-        if (t->dir[i])
-            memset(t->dir[i], 0, DIR_CHUNK * sizeof(tfd_shard *));
-    t->shards = NULL;
-    t->blocks = NULL;
-    t->arena = NULL;
-    t->arena_left = 0;
-    t->arena_block = 0;
-    t->dirty[0] = t->dirty[1] = NULL;
-    t->suppressed = 0;
-    __atomic_store_n(&t->state, THREAD_FREE, __ATOMIC_RELEASE);
 }
 
 int tfd_suppress(int on)
@@ -176,53 +242,45 @@ void threads_live(tfd_live_totals *out)
     }
 }
 
-/* The child of fork counts afresh, in threads of its own. */
+/* The child of fork counts afresh, in threads and shards of its own (the
+ * parent's stay in its memory, unused). */
 void threads_after_fork(void)
 {
     threads = NULL;
     n_threads = 0;
     tfd_self = NULL;
+    current_slab = spare_slab = NULL;     /* the next shard maps a slab of the child's */
+    shards_of = map_zeroed((size_t)table_capacity() * sizeof(tfd_shard *), 0);
 }
 
 /* ----------------------------------------------------------------- shards */
 
-/* A thread's blocks double from 16 KiB to 256 KiB: tf.data's threads are
- * short-lived and touch tens of files each, and every block is zeroed. */
-#define ARENA_FIRST (16u << 10)
-#define ARENA_MAX (256u << 10)
-
-static void *(*volatile zero_fill)(void *, int, size_t) = memset;
-
-static void *arena_alloc(tfd_thread *t, size_t n)
+/* a released shard of the record, now held by t */
+static tfd_shard *take_released(tfd_thread *t, tfd_rec *r)
 {
-    n = (n + 63) & ~(size_t)63;
-    if (t->arena_left < n) {
-        /* a block starts with the link to the thread's previous block */
-        size_t want = t->arena_block ? t->arena_block * 2 : ARENA_FIRST;
-        if (want > ARENA_MAX)
-            want = ARENA_MAX;
-        t->arena_block = want;
-        size_t block = n + 64 > want ? n + 64 : want;
-        int saved = errno;
-        char *p = malloc(block);
-        errno = saved;
-        if (!p)
-            return NULL;
-        /* zeroed by writing, all at once: the collector writes its part of a
-         * shard (seen) that may lie on a page the thread has not touched, and
-         * a fault there would first map the zero page, then flush the TLB.
-         * Through a volatile pointer: GCC turns malloc + memset into calloc,
-         * which skips memory it knows is fresh and leaves it untouched. */
-        zero_fill(p, 0, block);
-        *(void **)p = t->blocks;
-        t->blocks = p;
-        t->arena = p + 64;
-        t->arena_left = block - 64;
+    for (tfd_shard *s = __atomic_load_n(&shards_of[r->index], __ATOMIC_ACQUIRE); s; s = s->next_of_rec) {
+        tfd_thread *none = NULL;
+        if (!__atomic_load_n(&s->owner, __ATOMIC_RELAXED) &&
+            __atomic_compare_exchange_n(&s->owner, &none, t, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            return s;
     }
-    void *r = t->arena;
-    t->arena += n;
-    t->arena_left -= n;
-    return r;
+    return NULL;
+}
+
+static tfd_shard *make_shard(tfd_thread *t, tfd_rec *r)
+{
+    tfd_shard *s = slab_alloc(sizeof(tfd_shard));
+    if (!s)
+        return NULL;
+    s->rec = r;
+    s->owner = t;
+    s->epoch = -1;
+    s->iext[0].epoch = s->iext[1].epoch = -1;
+    tfd_shard **head = &shards_of[r->index];
+    s->next_of_rec = __atomic_load_n(head, __ATOMIC_ACQUIRE);
+    while (!__atomic_compare_exchange_n(head, &s->next_of_rec, s, 1, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+        ;
+    return s;
 }
 
 tfd_shard *new_shard(tfd_thread *t, tfd_rec *r)
@@ -237,13 +295,9 @@ tfd_shard *new_shard(tfd_thread *t, tfd_rec *r)
             return NULL;
         t->dir[hi] = chunk;
     }
-    tfd_shard *s = arena_alloc(t, sizeof(tfd_shard));
-    if (!s)
+    tfd_shard *s = take_released(t, r);
+    if (!s && !(s = make_shard(t, r)))
         return NULL;
-    s->rec = r;
-    s->owner = t;
-    s->epoch = -1;
-    s->iext[0].epoch = s->iext[1].epoch = -1;
     s->next_in_thread = t->shards;
     t->shards = s;
     chunk[lo] = s;
@@ -282,7 +336,7 @@ void track_value_slow(tfd_thread *t, values *vs, int64_t v)
     if (n >= VALUES_MAX)
         return;
     if (n == VALUES_INLINE && !vs->big) {
-        values_big *b = arena_alloc(t, sizeof(values_big));
+        values_big *b = slab_alloc(sizeof(values_big));
         if (!b)
             return;
         memcpy(b->val, vs->val, sizeof(vs->val));

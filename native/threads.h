@@ -1,21 +1,30 @@
 /* Threads and their shards, and the update protocol that lets every
  * thread count without a lock.
  *
- *  - Counters live in shards, one per (thread, record), written only by
- *    their thread and guarded by the thread's sequence count, so a
- *    collector copies a consistent view without ever blocking the writer.
+ *  - Counters live in shards, one per (writer, record), written only by
+ *    the thread that holds the shard and guarded by that thread's sequence
+ *    count, so a collector copies a consistent view without ever blocking
+ *    the writer.
+ *  - Shards outlive threads. tf.data starts new threads for every iterator
+ *    and reads each file from one of them, so a thread's first write to a
+ *    file is the common case: when a thread exits its shards are released
+ *    to their files, and the next thread to touch a file takes a released
+ *    shard of it over, counts and all (the collector folds differences, so
+ *    nothing is counted twice). A file has as many shards as threads ever
+ *    held one of it at once. New shards come pre-zeroed from slabs shared by
+ *    all threads, handed out by a bump pointer; a thread's structure goes
+ *    to the next new thread as soon as it exits.
  *  - Time is cut into intervals (epochs). The first update of a shard in an
- *    interval pushes it on its thread's dirty list for that interval, so a
+ *    interval pushes it on its holder's dirty list for that interval, so a
  *    collect costs time proportional to the shards written since the
- *    previous one, not to the threads that ever touched those files (a
- *    tf.data pipeline spreads each file over dozens of threads).
+ *    previous one, not to the threads that ever touched those files.
  *  - A collect closes the interval and waits (membarrier + per-thread
  *    sequence) until no thread is still inside an update tagged with it;
  *    totals.c then folds each dirty shard's change into its record's totals.
  *
- * threads.c owns the threads, their shards, the interval number and the
- * thread-local pointer; the inline functions below are the writer's side
- * of the protocol, used by the rules. */
+ * threads.c owns the threads, the shards, their slabs, the interval number
+ * and the thread-local pointer; the inline functions below are the
+ * writer's side of the protocol, used by the rules. */
 #ifndef TFD_THREADS_H
 #define TFD_THREADS_H
 #include "fields.h"
@@ -28,45 +37,42 @@
 typedef struct tfd_thread tfd_thread;
 
 typedef struct tfd_shard {
-    tfd_thread *owner;          /* its sequence count guards this shard */
+    tfd_thread *owner;          /* its holder, whose sequence count guards it; NULL: released */
     int64_t epoch;              /* interval of the last update */
     tfd_rec *rec;
     /* by interval parity, as iext below */
     struct tfd_shard *dirty_next[2];
-    struct tfd_shard *next_in_thread;
+    struct tfd_shard *next_in_thread;   /* the holder's shards */
     int64_t sum[S_N];           /* starts at byte 48: see SUM_FIELDS */
     /* extremes of the interval being recorded and of the one before it,
      * by interval parity; the collector folds them into run totals */
     struct { int64_t epoch; int64_t v[E_N]; } iext[2];
     values access, stride;
+    struct tfd_shard *next_of_rec;      /* the record's shards (never unlinked) */
     shard_seen seen __attribute__((aligned(64)));   /* the collector's: a line of its own */
 } tfd_shard;
 
 /* record index -> shard, in chunks */
 #define DIR_CHUNK 1024
 
-/* A thread's state. tf.data starts new threads for every iterator (every
- * epoch), so the shards of exited threads are folded and their memory
- * reused, or a long job would grow by a shard per file and epoch. */
-enum { THREAD_ACTIVE, THREAD_EXITED, THREAD_FREE };
+/* A writer: the state of one thread, then of the next new thread after it
+ * exits (its running totals, dirty lists, trace and heatmap carry on). */
+enum { THREAD_ACTIVE, THREAD_EXITED };
 struct tfd_thread {
-    uint32_t seq;               /* odd while inside an update (also the re-entry guard) */
+    uint32_t seq;               /* odd while inside an update (also the re-entry guard);
+                                 * +2 as a thread hands the structure on */
     int suppressed;
-    int state;                  /* THREAD_*: set by the thread's exit, the collector and a new thread */
+    int state;                  /* THREAD_*: set by the thread's exit and by the next thread */
     /* running totals for the cheap live pull (tfd_live) */
     int64_t tot_bytes_read, tot_bytes_written, tot_reads, tot_writes, tot_opens, tot_ticks;
     /* bytes moved on excluded paths (imports, libraries, system files):
      * not recorded per file, only counted, so coverage can tell them apart */
     int64_t excl_read, excl_written;
-    tfd_shard ***dir;           /* record index -> this thread's shard */
+    tfd_shard ***dir;           /* record index -> the shard this thread holds */
     /* shards first written in an interval, by interval parity: the thread
      * pushes on one list while the collector takes the other */
     tfd_shard *dirty[2];
-    tfd_shard *shards;          /* all of this thread's shards */
-    char *arena;                /* bump allocator for shards */
-    size_t arena_left;
-    size_t arena_block;         /* size of the newest block */
-    void *blocks;               /* the arena's blocks, freed when the thread is retired */
+    tfd_shard *shards;          /* the shards this thread holds */
     tfd_thread *next;
     trace_buf trace;
     heat_ring heat;             /* last: its slots are not zeroed */
@@ -81,6 +87,7 @@ extern int tfd_use_membarrier TFD_HIDDEN;
 typedef struct update { tfd_thread *t; tfd_shard *s; tfd_rec *r; int64_t *iext; int64_t epoch; } update;
 
 tfd_thread *thread_self(void) TFD_HIDDEN TFD_COLD;
+/* this thread's first write to r: a released shard of r, or a new one */
 tfd_shard *new_shard(tfd_thread *t, tfd_rec *r) TFD_HIDDEN TFD_COLD;
 void enter_interval(tfd_shard *s, int64_t e) TFD_HIDDEN TFD_COLD;
 void track_value_slow(tfd_thread *t, values *vs, int64_t v) TFD_HIDDEN TFD_COLD;
@@ -193,7 +200,8 @@ int begin_sampled(update *u, tfd_rec *r) TFD_HIDDEN;
 
 /* ------------------------------------------------- the collector's side */
 
-void threads_init(void) TFD_HIDDEN;
+/* 0, or -1 when out of memory (records are indexed up to table_capacity()) */
+int threads_init(void) TFD_HIDDEN;
 tfd_thread *threads_first(void) TFD_HIDDEN;
 int64_t threads_count(void) TFD_HIDDEN;         /* threads that ever recorded */
 /* Close the current interval: no update tagged with it is in flight when
@@ -201,9 +209,31 @@ int64_t threads_count(void) TFD_HIDDEN;         /* threads that ever recorded */
 int64_t threads_close_interval(void) TFD_HIDDEN;
 /* the thread's dirty list of interval parity k, taken (linked by dirty_next[k]) */
 tfd_shard *threads_take_dirty(tfd_thread *t, int k) TFD_HIDDEN;
-/* exited, and everything it wrote folded: its memory can be reused */
-int threads_retirable(tfd_thread *t) TFD_HIDDEN;
-void threads_retire(tfd_thread *t) TFD_HIDDEN;
+/* Reading a shard consistently while its holder may write it: copy
+ * between shard_read_begin (0: a write is in flight, try again) and
+ * shard_read_done (0: the holder wrote, or the shard changed hands,
+ * meanwhile: copy again). A released shard has no writer until a thread
+ * takes it, which changes its owner. A holder's sequence count moves by 2
+ * when it hands its structure on, so an owner seen twice with one count
+ * held the shard throughout. */
+typedef struct shard_read { tfd_thread *owner; uint32_t seq; } shard_read;
+
+static inline int shard_read_begin(const tfd_shard *s, shard_read *rd)
+{
+    rd->owner = __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE);
+    rd->seq = rd->owner ? __atomic_load_n(&rd->owner->seq, __ATOMIC_ACQUIRE) : 0;
+    return !(rd->seq & 1);
+}
+
+static inline int shard_read_done(const tfd_shard *s, const shard_read *rd)
+{
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&s->owner, __ATOMIC_RELAXED) != rd->owner)
+        return 0;
+    return !rd->owner || __atomic_load_n(&rd->owner->seq, __ATOMIC_RELAXED) == rd->seq;
+}
+/* at a collect: a slab of new shards ready before writers need it */
+void threads_prepare(void) TFD_HIDDEN;
 void threads_live(tfd_live_totals *out) TFD_HIDDEN;
 void threads_after_fork(void) TFD_HIDDEN;
 

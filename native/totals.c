@@ -30,10 +30,10 @@ static int32_t copy_values(const values *v, int64_t *val, int64_t *cnt)
 static void copy_shard(tfd_shard *s, int64_t closed, shard_copy *c)
 {
     for (long tries = 0;; tries++) {
-        uint32_t a = __atomic_load_n(&s->owner->seq, __ATOMIC_ACQUIRE);
+        shard_read rd;
         /* a writer never blocks inside an update; one that never finishes
          * was killed, and its last partial update is taken as it is */
-        if ((a & 1) && tries < 1000000) {
+        if (!shard_read_begin(s, &rd) && tries < 1000000) {
             sched_yield();
             continue;
         }
@@ -44,8 +44,7 @@ static void copy_shard(tfd_shard *s, int64_t closed, shard_copy *c)
             memcpy(c->iext, s->iext[k].v, sizeof(c->iext));
         c->n_access = copy_values(&s->access, c->access_val, c->access_cnt);
         c->n_stride = copy_values(&s->stride, c->stride_val, c->stride_cnt);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&s->owner->seq, __ATOMIC_RELAXED) == a || tries >= 1000000)
+        if (shard_read_done(s, &rd) || tries >= 1000000)
             return;
     }
 }
@@ -312,10 +311,3 @@ int totals_fold(int64_t closed, growbuf *rows, growbuf *vals, int64_t *n_shards)
     return rc;
 }
 
-void totals_forget_thread(tfd_thread *t)
-{
-    for (tfd_shard *s = t->shards; s; s = s->next_in_thread) {
-        free(s->seen.big);
-        s->seen.big = NULL;
-    }
-}

@@ -9,7 +9,5 @@
  * (R_WIDTH values each) and common values (4 each: record index, kind,
  * value, count). 0, or -1 when out of memory. */
 int totals_fold(int64_t closed, growbuf *rows, growbuf *vals, int64_t *n_shards) TFD_HIDDEN;
-/* an exited thread about to be retired: what was kept per shard goes */
-void totals_forget_thread(tfd_thread *t) TFD_HIDDEN;
 
 #endif

@@ -86,16 +86,6 @@ int trace_drain(trace_buf *b, growbuf *segs, int64_t *dropped, int64_t closed)
     return 0;
 }
 
-void trace_release(trace_buf *b)
-{
-    for (seg_chunk *c = b->head, *next; c; c = next) {
-        next = c->next;
-        give_back(c);
-    }
-    b->head = b->tail = NULL;
-    b->read = 0;
-}
-
 void trace_after_fork(void)
 {
     trace_budget = trace_cap;

@@ -56,8 +56,6 @@ void trace_init(const tfd_config *c) TFD_HIDDEN;
  * record index, op, offset, length, start, end) and free the chunks the
  * writer has left; 0, or -1 when out of memory. */
 int trace_drain(trace_buf *b, growbuf *segs, int64_t *dropped, int64_t closed) TFD_HIDDEN;
-/* an exited thread's buffer, all drained: its memory goes back to the budget */
-void trace_release(trace_buf *b) TFD_HIDDEN;
 void trace_after_fork(void) TFD_HIDDEN;
 
 #endif
