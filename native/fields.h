@@ -8,10 +8,11 @@
 #include "base.h"
 
 /* Additive counters: a window's value is later minus earlier. Ordered by
- * who writes them (Python finds them by name): the shard's 48-byte header
- * and the first ten share two cache lines, so a read of up to 1 MB touches
- * only those two of its sums; then the rest of a read's, a write's, and
- * the rest. The size buckets stay in Darshan's order, contiguous. */
+ * who writes them (Python finds them by name): a shard's 16-byte header and
+ * the first fourteen share two cache lines, so a read of up to 100 MB
+ * touches only those two of its sums; then the rest of a read's, a
+ * write's, and the rest. The size buckets stay in Darshan's order,
+ * contiguous. */
 #define SUM_FIELDS(X)                                                          \
     X(READS) X(BYTES_READ) X(SEQ_READS) X(CONSEC_READS) X(T_READ)               \
     X(SIZE_READ_0_100) X(SIZE_READ_100_1K) X(SIZE_READ_1K_10K)                  \
@@ -40,11 +41,13 @@
     X(KC_CFR_BYTES) X(KC_SENDFILE_BYTES) X(KC_SPLICE_BYTES) X(MMAP_BYTES)
 
 /* Extremes: maxima, first and last timestamps. Kept for the whole run and
- * for the current interval, because a window's maximum is not a difference. */
+ * for the current interval, because a window's maximum is not a difference.
+ * A read's five come first, together, then a write's (a slowest call's
+ * size right after its time); Python finds them by name. */
 #define EXT_FIELDS(X)                                                          \
-    X(MAX_BYTE_READ) X(MAX_BYTE_WRITTEN) X(MAX_READ_TIME) X(MAX_READ_TIME_SIZE) \
-    X(MAX_WRITE_TIME) X(MAX_WRITE_TIME_SIZE) X(OPEN_START) X(OPEN_END)          \
-    X(READ_START) X(READ_END) X(WRITE_START) X(WRITE_END) X(CLOSE_START)        \
+    X(MAX_BYTE_READ) X(MAX_READ_TIME) X(MAX_READ_TIME_SIZE) X(READ_START)       \
+    X(READ_END) X(MAX_BYTE_WRITTEN) X(MAX_WRITE_TIME) X(MAX_WRITE_TIME_SIZE)    \
+    X(WRITE_START) X(WRITE_END) X(OPEN_START) X(OPEN_END) X(CLOSE_START)        \
     X(CLOSE_END)
 
 enum {
@@ -76,9 +79,9 @@ enum { R_INDEX, R_MODULE, R_SUM0, R_IEXT0 = R_SUM0 + S_N,
 typedef struct values_big { int64_t val[VALUES_MAX]; int64_t cnt[VALUES_MAX]; } values_big;
 typedef struct values {
     int32_t n;
-    int64_t val[VALUES_INLINE];
-    int64_t cnt[VALUES_INLINE];
     values_big *big;            /* once set, holds all n entries */
+    int64_t val[VALUES_INLINE]; /* what a call reads and writes (n, big, val[0], cnt[0]) in 56 bytes */
+    int64_t cnt[VALUES_INLINE];
 } values;
 
 /* What the collector has already folded of a shard: its sums and value

@@ -46,14 +46,15 @@ static inline int size_bucket(int64_t v)
 /* POSIX_RECORD_READ / POSIX_RECORD_WRITE in one body, inlined twice, so
  * reads and writes each get a branch-free copy */
 static inline __attribute__((always_inline)) void
-posix_data(tfd_rec *r, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2, const int is_write)
+posix_data(tfd_rec *r, void *ahead, int64_t ret, int pflag, int64_t off, int aligned, uint64_t t1, uint64_t t2,
+           const int is_write)
 {
     if (TFD_UNLIKELY(r == EXCLUDED)) {
         count_excluded(is_write, ret);
         return;
     }
     update u;
-    if (!begin(&u, r))
+    if (!begin_ahead(&u, r, ahead))
         return;
     int64_t *sum = u.s->sum;
     int64_t this_off = pflag ? off : RELAXED_LOAD(r->offset);
@@ -101,15 +102,20 @@ posix_data(tfd_rec *r, int64_t ret, int pflag, int64_t off, int aligned, uint64_
     end(&u);
 }
 
-/* the data wrappers' entry: the record they looked up before the call */
-void tfd_posix_read_rec(tfd_rec *r, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2)
+void *tfd_posix_data_ahead(tfd_rec *r)
 {
-    posix_data(r, ret, flags & TFD_AT_OFFSET, off, flags & TFD_MEM_ALIGNED, t1, t2, 0);
+    return shard_ahead(r);
 }
 
-void tfd_posix_write_rec(tfd_rec *r, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2)
+/* the data wrappers' entry: the record and shard they looked up before the call */
+void tfd_posix_read_rec(tfd_rec *r, void *ahead, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2)
 {
-    posix_data(r, ret, flags & TFD_AT_OFFSET, off, flags & TFD_MEM_ALIGNED, t1, t2, 1);
+    posix_data(r, ahead, ret, flags & TFD_AT_OFFSET, off, flags & TFD_MEM_ALIGNED, t1, t2, 0);
+}
+
+void tfd_posix_write_rec(tfd_rec *r, void *ahead, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2)
+{
+    posix_data(r, ahead, ret, flags & TFD_AT_OFFSET, off, flags & TFD_MEM_ALIGNED, t1, t2, 1);
 }
 
 /* ------------------------------------------------------------ opening */

@@ -13,13 +13,16 @@ void tfd_posix_refopen(int oldfd, int newfd, int is_dup, uint64_t t1, uint64_t t
 void tfd_posix_fileno(FILE *stream, int fd, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 /* The data wrappers look the descriptor's record up before the call: an
  * untracked descriptor's calls are then not timed at all, and a tracked
- * one's are counted against the file the call was made on. Six arguments,
- * all in registers. */
+ * one's are counted against the file the call was made on. They also look
+ * up this thread's counters of the record before the call (ahead: NULL
+ * when the thread does not record now), so the counting after it does not
+ * wait on a chain of loads the system call has pushed out of the cache. */
 #define TFD_AT_OFFSET 1         /* pread/pwrite: the offset is explicit */
 #define TFD_MEM_ALIGNED 2       /* the buffer is 8-byte aligned */
 #define TFD_DATA_FLAGS(pflag, aligned) (((pflag) ? TFD_AT_OFFSET : 0) | ((aligned) ? TFD_MEM_ALIGNED : 0))
-void tfd_posix_read_rec(tfd_rec *r, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2) TFD_HIDDEN;
-void tfd_posix_write_rec(tfd_rec *r, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void *tfd_posix_data_ahead(tfd_rec *r) TFD_HIDDEN;
+void tfd_posix_read_rec(tfd_rec *r, void *ahead, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_write_rec(tfd_rec *r, void *ahead, int64_t ret, int64_t off, int flags, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_posix_seek(int fd, int64_t newoff, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_posix_stat_path(int dirfd, const char *path, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_posix_stat_fd(int fd, uint64_t t1, uint64_t t2) TFD_HIDDEN;

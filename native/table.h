@@ -9,20 +9,24 @@
 
 typedef struct rec_totals rec_totals;       /* totals.c's */
 
+/* Aligned to a cache line; the first holds all a read or a write reads
+ * and writes of it. */
 typedef struct tfd_rec {
-    uint64_t id;
-    char *path;
     int64_t index;
-    int module;
-    int std_stream;             /* <STDIN>/<STDOUT>/<STDERR> */
-    int64_t file_alignment;
     int64_t alignment_mask;     /* file_alignment - 1 when a power of two, else -1 */
     /* Darshan's per-record reference state, shared by all threads (relaxed
      * loads and stores: when threads race on a file the order they land in
      * is as arbitrary as the order of Darshan's lock) */
     int64_t offset, last_byte_read, last_byte_written;
+    int64_t last_read_end, last_write_end;
     int last_io_type;
-    int64_t last_meta_end, last_read_end, last_write_end;
+    int module;
+    /* the second line */
+    int64_t last_meta_end;
+    int64_t file_alignment;
+    uint64_t id;
+    char *path;
+    int std_stream;             /* <STDIN>/<STDOUT>/<STDERR> */
     int64_t mode, renamed_from;
     rec_totals *totals;         /* the collector's: sums over all shards */
 } tfd_rec;

@@ -12,8 +12,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+_Static_assert(offsetof(tfd_shard, sum[S_SIZE_READ_100M_1G]) <= 128, "a read's sums sit in the shard's first two lines");
+_Static_assert(offsetof(values, cnt[1]) <= 64, "a value tracker's first entry sits in one line");
+
 __thread tfd_thread *tfd_self;
-int64_t tfd_epoch = 1;
+int64_t tfd_epoch;              /* from 1, set by threads_init (zero-initialised, it sits with the other globals a call reads) */
 int tfd_use_membarrier;
 static tfd_thread *threads;
 static int64_t n_threads;
@@ -45,6 +48,8 @@ int threads_init(void)
 {
     if (shards_of)
         return 0;
+    if (!tfd_epoch)
+        tfd_epoch = 1;
     tfd_use_membarrier = membarrier_register();
     shards_of = map_zeroed((size_t)table_capacity() * sizeof(tfd_shard *), 0);
     slab_ready();

@@ -36,19 +36,23 @@
 
 typedef struct tfd_thread tfd_thread;
 
+/* What a call reads and writes of a shard sits in few lines: the header
+ * and its first sums (a read: two lines), its extremes of the interval (a
+ * line), and each value tracker's first entry (a line each). */
 typedef struct tfd_shard {
     tfd_thread *owner;          /* its holder, whose sequence count guards it; NULL: released */
     int64_t epoch;              /* interval of the last update */
+    int64_t sum[S_N];           /* starts at byte 16: see SUM_FIELDS */
     tfd_rec *rec;
     /* by interval parity, as iext below */
     struct tfd_shard *dirty_next[2];
     struct tfd_shard *next_in_thread;   /* the holder's shards */
-    int64_t sum[S_N];           /* starts at byte 48: see SUM_FIELDS */
+    struct tfd_shard *next_of_rec;      /* the record's shards (never unlinked) */
     /* extremes of the interval being recorded and of the one before it,
      * by interval parity; the collector folds them into run totals */
-    struct { int64_t epoch; int64_t v[E_N]; } iext[2];
-    values access, stride;
-    struct tfd_shard *next_of_rec;      /* the record's shards (never unlinked) */
+    struct { int64_t epoch; int64_t v[E_N]; } iext[2] __attribute__((aligned(64)));
+    values access __attribute__((aligned(64)));
+    values stride __attribute__((aligned(64)));
     shard_seen seen __attribute__((aligned(64)));   /* the collector's: a line of its own */
 } tfd_shard;
 
@@ -104,19 +108,30 @@ static inline tfd_shard *shard_for(tfd_thread *t, tfd_rec *r)
     return new_shard(t, r);
 }
 
-/* Start an update of r's shard of this thread; 0 when this thread does not
- * record now (suppressed, or a signal handler inside one of its updates). */
-static inline __attribute__((always_inline)) int begin(update *u, tfd_rec *r)
+/* This thread's shard of r, looked up ahead of an update: before the call
+ * whose outcome it will count, while the call has not yet pushed these
+ * lines out of the cache, so the update after it finds its addresses in
+ * registers. NULL when this thread does not record now (suppressed, or a
+ * signal handler inside one of its updates). */
+static inline __attribute__((always_inline)) tfd_shard *shard_ahead(tfd_rec *r)
 {
     tfd_thread *t = tfd_self;
     if (TFD_UNLIKELY(!t) && !(t = thread_self()))
-        return 0;
+        return NULL;
     /* odd sequence: a signal handler interrupted one of our updates */
     if (TFD_UNLIKELY((t->seq & 1) | t->suppressed))
-        return 0;
-    tfd_shard *s = shard_for(t, r);
+        return NULL;
+    return shard_for(t, r);
+}
+
+/* Start an update of s, this thread's shard of r from shard_ahead; 0 when
+ * there is none. (Between the two, only a signal handler can run on this
+ * thread, and it finishes its own updates before we go on.) */
+static inline __attribute__((always_inline)) int begin_ahead(update *u, tfd_rec *r, tfd_shard *s)
+{
     if (TFD_UNLIKELY(!s))
         return 0;
+    tfd_thread *t = s->owner;
     t->seq++;
     WMB();
     /* the collector's membarrier orders the store above before this load */
@@ -131,6 +146,13 @@ static inline __attribute__((always_inline)) int begin(update *u, tfd_rec *r)
     u->iext = s->iext[e & 1].v;
     u->epoch = e;
     return 1;
+}
+
+/* Start an update of r's shard of this thread; 0 when this thread does not
+ * record now. */
+static inline __attribute__((always_inline)) int begin(update *u, tfd_rec *r)
+{
+    return begin_ahead(u, r, shard_ahead(r));
 }
 
 static inline __attribute__((always_inline)) void end(update *u)

@@ -171,15 +171,16 @@ int tfd_w_fileno(FILE *stream)
         tfd_rec *rec;                                                        \
         if (IDLE() || !(rec = tfd_posix_record(fd)))                         \
             return tfd_real_##name args;                                     \
-        if (TFD_UNLIKELY(rec == EXCLUDED)) {  /* its bytes, untimed */  \
+        if (TFD_UNLIKELY(rec == EXCLUDED)) {  /* its bytes, untimed */       \
             ssize_t r = tfd_real_##name args;                                \
             if (r > 0)                                                       \
-                HOT(tfd_posix_##kind##_rec(rec, r, 0, 0, 0, 0));             \
+                HOT(tfd_posix_##kind##_rec(rec, NULL, r, 0, 0, 0, 0));       \
             return r;                                                        \
         }                                                                    \
+        void *ahead = tfd_posix_data_ahead(rec);                             \
         TIMED(tfd_real_##name args);                                         \
         if (r >= 0)                                                          \
-            HOT(tfd_posix_##kind##_rec(rec, r, (pflag) ? (offset) : 0, TFD_DATA_FLAGS(pflag, aligned), t1, t2)); \
+            HOT(tfd_posix_##kind##_rec(rec, ahead, r, (pflag) ? (offset) : 0, TFD_DATA_FLAGS(pflag, aligned), t1, t2)); \
         return r;                                                            \
     }
 
