@@ -12,7 +12,11 @@
 2. The wrapper alone: the originals of pread and fread replaced by stubs
    that return at once (benchmarks/shim_stubs.c, built into the
    benchmarks' own copy of the shim by stub_shim.py), the wrapper called
-   against the stub called directly, alternating.
+   against the stub called directly, alternating. Then where a real
+   pread's extra cost to the wrapper goes: the pread wrapper around stubs
+   that do one part of what a system call does each (enter the kernel and
+   leave; copy 4 KiB; fill the return-stack predictor, as the kernel does
+   on its way out; read 32 KiB, the size of the L1 data cache).
 3. The clock's floor: two reads of the shim's clock (rdtsc), the least a
    timed call can cost on this machine.
 4. What not timing freads served from the FILE buffer would take out of
@@ -22,10 +26,14 @@
 
     python benchmarks/bench_hotpath.py [--calls N] [--rounds R]
 
-Each added cost is the median of the rounds' differences from the same
-round's detached figure, with the 95 % bootstrap interval of that median
-and the rounds' 5-95 % range. benchmarks/bench_instructions.py counts the
-same paths' instructions, which do not move with the machine's load."""
+Times are the process's CPU time (time.process_time: all its threads),
+not wall time: on a machine shared with other work a process is often
+descheduled in the middle of a loop, which wall time counts and CPU time
+does not. Each added cost is the median of the rounds' differences from
+the same round's detached figure, with the 95 % bootstrap interval of that
+median and the rounds' 5-95 % range. benchmarks/bench_instructions.py
+counts the same paths' instructions, which do not move with the machine's
+load."""
 from __future__ import annotations
 
 import argparse
@@ -97,17 +105,17 @@ def main(argv=None) -> int:
 
         def fread_calls():
             f = loop.open_stream(dpath)          # opened in the mode measured, so recorded in it
-            t = time.perf_counter_ns()
+            t = time.process_time_ns()
             loop.fread_loop(f, args.calls, 64)
-            ns = time.perf_counter_ns() - t
+            ns = time.process_time_ns() - t
             loop.close_stream(f)
             return ns / args.calls
 
         def timed(fn, n):
             def run():
-                t = time.perf_counter_ns()
+                t = time.process_time_ns()
                 fn()
-                return (time.perf_counter_ns() - t) / n
+                return (time.process_time_ns() - t) / n
             return run
 
         loops = {
@@ -153,27 +161,34 @@ def main(argv=None) -> int:
                 print(f"  {mode:8s} {statistics.median(by_mode[mode]):.1f} ns/call; added "
                       f"{spread([b - a for a, b in zip(off, by_mode[mode])])}")
 
-        # the wrapper alone, against the stub it forwards to
+        # the wrapper alone, against the stub it forwards to, then around
+        # stubs that each do one part of what a system call does
         tfdarshan.attach()
         f = loop.open_stream(dpath)
-        shim.tfd_bench_stub(1)
+        stubs = (("pread", 1, "wrapper alone"), ("fread", 1, "wrapper alone"),
+                 ("pread", 2, "around a stub that enters the kernel and leaves (getppid)"),
+                 ("pread", 3, "around a stub that copies 4 KiB (no kernel)"),
+                 ("pread", 4, "around a stub that fills the return-stack predictor"),
+                 ("pread", 5, "around a stub that reads 32 KiB (the L1 data cache)"))
         try:
-            for name, call in (("pread", lambda fn: loop.pread_via(fn, fd, args.calls, 4096)),
-                               ("fread", lambda fn: loop.fread_via(fn, f, args.calls, 64))):
+            for name, kind, what in stubs:
+                shim.tfd_bench_stub(kind)
+                call = (lambda fn: loop.pread_via(fn, fd, args.calls, 4096)) if name == "pread" else \
+                       (lambda fn: loop.fread_via(fn, f, args.calls, 64))
                 stub = int(ffi.cast("uintptr_t", shim.tfd_bench_stub_function(name.encode())))
                 wrapper = int(ffi.cast("uintptr_t", shim.tfd_bench_wrapper(name.encode())))
 
                 def once(fn, call=call):
-                    t = time.perf_counter_ns()
+                    t = time.process_time_ns()
                     call(fn)
-                    return (time.perf_counter_ns() - t) / args.calls
+                    return (time.process_time_ns() - t) / args.calls
 
                 once(stub), once(wrapper)
                 plain, wrapped = [], []
                 for _ in range(args.rounds):
                     plain.append(once(stub))
                     wrapped.append(once(wrapper))
-                print(f"{name} wrapper alone: stub {statistics.median(plain):.1f} ns/call, wrapper + stub "
+                print(f"{name} {what}: stub {statistics.median(plain):.1f} ns/call, wrapper + stub "
                       f"{statistics.median(wrapped):.1f}; added {spread([b - a for a, b in zip(plain, wrapped)])}")
         finally:
             shim.tfd_bench_stub(0)
@@ -181,9 +196,9 @@ def main(argv=None) -> int:
             tfdarshan.detach()
         pairs = []
         for _ in range(args.rounds):
-            t = time.perf_counter_ns()
+            t = time.process_time_ns()
             loop.clock_pair_loop(args.calls)
-            pairs.append((time.perf_counter_ns() - t) / args.calls)
+            pairs.append((time.process_time_ns() - t) / args.calls)
         lo, hi = median_interval(pairs)
         print(f"clock floor: two clock reads (rdtsc) {statistics.median(pairs):.1f} ns "
               f"[95 % interval {lo:.1f} to {hi:.1f}]: the least a timed call adds here")
