@@ -1,7 +1,7 @@
 /* Lifecycle and collection, in order: each owner of recording state is
  * initialised at attach, reset in the child of a fork, and drained at a
  * collect (close the interval, fold the shards, drain the trace and the
- * heatmap, retire exited threads), here and nowhere else. */
+ * heatmap, make new shards ready), here and nowhere else. */
 #include "collect.h"
 
 #include <pthread.h>

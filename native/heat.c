@@ -6,7 +6,7 @@
 
 #include "public.h"
 
-static uint64_t heat_width;     /* ticks per bin */
+uint64_t tfd_heat_width;        /* ticks per bin */
 static uint64_t heat_origin;
 
 void heat_init(void)
@@ -14,19 +14,19 @@ void heat_init(void)
     tfd_clock_info clock;
     tfd_clock(&clock);
     heat_origin = (uint64_t)clock.origin_ticks;
-    heat_width = (uint64_t)(clock.ticks_per_second * 0.025);   /* 25 ms bins */
-    if (heat_width == 0)
-        heat_width = 1;
+    tfd_heat_width = (uint64_t)(clock.ticks_per_second * 0.025);   /* 25 ms bins */
+    if (tfd_heat_width == 0)
+        tfd_heat_width = 1;
 }
 
 uint64_t heat_bin_ticks(void)
 {
-    return heat_width;
+    return tfd_heat_width;
 }
 
 /* Move the ring's newest bin forward to b, clearing the slots it reuses;
  * refuses (returns 0) if that would overwrite unreported bins. */
-static int heat_advance(heat_ring *h, int64_t b)
+static int heat_advance(heat_now *n, heat_ring *h, int64_t b)
 {
     if (b <= h->bin)
         return 1;
@@ -42,21 +42,21 @@ static int heat_advance(heat_ring *h, int64_t b)
     if (h->bin < 0)
         RELAXED_STORE(h->next, b);
     h->bin = b;
-    h->lo = heat_origin + (uint64_t)b * heat_width;
-    h->hi = h->lo + heat_width;
+    n->lo = heat_origin + (uint64_t)b * tfd_heat_width;
+    n->row = h->slots[b % HEAT_RING];
     return 1;
 }
 
 /* heatmap_update(): spread a call's bytes over the bins it overlaps */
-void heat_add_slow(heat_ring *h, int kind, int64_t bytes, uint64_t t1, uint64_t t2)
+void heat_add_slow(heat_now *n, heat_ring *h, int kind, int64_t bytes, uint64_t t1, uint64_t t2)
 {
     if (t1 < heat_origin || t2 < t1) {
         h->unbinned += bytes;
         return;
     }
-    int64_t b1 = (int64_t)((t1 - heat_origin) / heat_width);
-    int64_t b2 = (int64_t)((t2 - heat_origin) / heat_width);
-    if (!heat_advance(h, b2)) {
+    int64_t b1 = (int64_t)((t1 - heat_origin) / tfd_heat_width);
+    int64_t b2 = (int64_t)((t2 - heat_origin) / tfd_heat_width);
+    if (!heat_advance(n, h, b2)) {
         h->unbinned += bytes;
         return;
     }
@@ -69,7 +69,7 @@ void heat_add_slow(heat_ring *h, int kind, int64_t bytes, uint64_t t1, uint64_t 
     for (int64_t b = b1; b <= b2; b++) {
         int64_t part = left;
         if (b < b2 && t2 > t1) {
-            uint64_t lo = heat_origin + (uint64_t)b * heat_width, hi = lo + heat_width;
+            uint64_t lo = heat_origin + (uint64_t)b * tfd_heat_width, hi = lo + tfd_heat_width;
             uint64_t s = t1 > lo ? t1 : lo, e = t2 < hi ? t2 : hi;
             part = (int64_t)((double)bytes * (double)(e - s) / (double)(t2 - t1) + 0.5);
             if (part > left)

@@ -10,11 +10,17 @@
 #define HEAT_RING 2048
 #define HEAT_KINDS 4            /* POSIX read, POSIX write, STDIO read, STDIO write */
 
+/* The newest bin as its writer adds to it: where it starts and its slots.
+ * Kept in the writer's hottest line (threads.h), apart from the ring. */
+typedef struct heat_now {
+    uint64_t lo;                /* first tick of the newest bin */
+    int64_t *row;               /* its slots */
+} heat_now;
+
 typedef struct heat_ring {
     /* the writer owns bin (its newest) and the slots, the collector next
      * (the oldest bin not yet reported) */
     int64_t bin;
-    uint64_t lo, hi;            /* tick range of bin */
     int64_t next;
     int64_t reported[HEAT_KINDS];   /* of bin next, already reported */
     int64_t unbinned;
@@ -23,22 +29,26 @@ typedef struct heat_ring {
     int64_t slots[HEAT_RING][HEAT_KINDS];
 } heat_ring;
 
-/* a ring no bin has reached (everything before slots zeroed already) */
-static inline void heat_ring_start(heat_ring *h)
+extern uint64_t tfd_heat_width TFD_HIDDEN;     /* heat.c's: ticks per bin, read by heat_add */
+
+/* a ring no bin has reached (the rest of it zeroed already) */
+static inline void heat_start(heat_now *n, heat_ring *h)
 {
+    n->lo = UINT64_MAX;
+    n->row = NULL;
     h->bin = -1;
 }
 
-void heat_add_slow(heat_ring *h, int kind, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN TFD_COLD;
+void heat_add_slow(heat_now *n, heat_ring *h, int kind, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN TFD_COLD;
 
-static inline void heat_add(heat_ring *h, int kind, int64_t bytes, uint64_t t1, uint64_t t2)
+static inline void heat_add(heat_now *n, heat_ring *h, int kind, int64_t bytes, uint64_t t1, uint64_t t2)
 {
     if (bytes == 0)
         return;
-    if (TFD_LIKELY(t1 >= h->lo && t2 < h->hi))   /* then bin >= 0 */
-        h->slots[(uint64_t)h->bin % HEAT_RING][kind] += bytes;
+    if (TFD_LIKELY(t1 >= n->lo && t2 - n->lo < tfd_heat_width))   /* inside the newest bin */
+        n->row[kind] += bytes;
     else
-        heat_add_slow(h, kind, bytes, t1, t2);
+        heat_add_slow(n, h, kind, bytes, t1, t2);
 }
 
 /* bins of 25 ms from the clock's origin */

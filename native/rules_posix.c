@@ -17,28 +17,35 @@
 
 /* DARSHAN_BUCKET_INC. Its limits (101, 1025, ... 1G + 1) lie in different
  * binary orders of magnitude, so a size's bucket is the number of limits
- * of lower orders plus one if it reaches the limit of its own order. */
-static uint8_t size_buckets_below[64];
-static int64_t size_limit_of_order[64];
+ * of lower orders plus one if it reaches the limit of its own order: one
+ * word per order (the limit above 8 bits, the count below), one line read. */
+static int64_t size_order[64];
 
 __attribute__((constructor)) static void fill_size_buckets(void)
 {
     static const int64_t limits[9] = {101, 1025, 10241, 102401, 1048577, 4194305,
                                       10485761, 104857601, 1073741825};
+    int64_t limit[64], below[64] = {0};
+    int last = 64 - __builtin_clzll((uint64_t)limits[8]);
+    /* an order without a limit of its own: up to the last, one never
+     * reached; past it, one every size reaches (with one fewer below), so
+     * no size counts past the last bucket */
     for (int order = 0; order < 64; order++)
-        size_limit_of_order[order] = INT64_MAX;
+        limit[order] = order < last ? INT64_MAX >> 8 : 0;
     for (int i = 0; i < 9; i++) {
         int order = 64 - __builtin_clzll((uint64_t)limits[i]);
-        size_limit_of_order[order] = limits[i];
+        limit[order] = limits[i];
         for (int o = order + 1; o < 64; o++)
-            size_buckets_below[o]++;
+            below[o]++;
     }
+    for (int order = 0; order < 64; order++)
+        size_order[order] = limit[order] << 8 | (below[order] - (order > last));
 }
 
 static inline int size_bucket(int64_t v)
 {
-    int order = 64 - __builtin_clzll((uint64_t)v | 1);     /* v >= 0: 1..63 */
-    return size_buckets_below[order] + (v >= size_limit_of_order[order]);
+    int64_t w = size_order[64 - __builtin_clzll((uint64_t)v | 1)];     /* v >= 0: orders 1..63 */
+    return (int)(w & 0xff) + (v >= w >> 8);
 }
 
 /* ------------------------------------------------------------ reads, writes */
@@ -74,7 +81,7 @@ posix_data(tfd_rec *r, void *ahead, int64_t ret, int pflag, int64_t off, int ali
     ext_max(&u, is_write ? E_MAX_BYTE_WRITTEN : E_MAX_BYTE_READ, this_off + ret - 1);
     sum[is_write ? S_BYTES_WRITTEN : S_BYTES_READ] += ret;
     sum[is_write ? S_WRITES : S_READS]++;
-    heat_add(&u.t->heat, is_write, ret, t1, t2);
+    heat_add(&u.t->heat_now, &u.t->heat, is_write, ret, t1, t2);
     if (is_write) { u.t->tot_bytes_written += ret; u.t->tot_writes++; }
     else { u.t->tot_bytes_read += ret; u.t->tot_reads++; }
     u.t->tot_ticks += (int64_t)(t2 - t1);

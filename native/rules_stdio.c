@@ -80,7 +80,7 @@ void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2)
     ext_max(&u, E_MAX_BYTE_READ, off + bytes - 1);
     u.s->sum[S_BYTES_READ] += bytes;
     u.s->sum[S_READS]++;
-    heat_add(&u.t->heat, 2, bytes, t1, t2);
+    heat_add(&u.t->heat_now, &u.t->heat, 2, bytes, t1, t2);
     u.t->tot_bytes_read += bytes;
     u.t->tot_reads++;
     u.t->tot_ticks += (int64_t)(t2 - t1);
@@ -105,7 +105,7 @@ void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uin
     ext_max(&u, E_MAX_BYTE_WRITTEN, off + bytes - 1);
     u.s->sum[S_BYTES_WRITTEN] += bytes;
     u.s->sum[is_flush ? S_FLUSHES : S_WRITES]++;
-    heat_add(&u.t->heat, 3, bytes, t1, t2);
+    heat_add(&u.t->heat_now, &u.t->heat, 3, bytes, t1, t2);
     u.t->tot_bytes_written += bytes;
     u.t->tot_writes += !is_flush;
     u.t->tot_ticks += (int64_t)(t2 - t1);

@@ -14,6 +14,7 @@
 
 _Static_assert(offsetof(tfd_shard, sum[S_SIZE_READ_100M_1G]) <= 128, "a read's sums sit in the shard's first two lines");
 _Static_assert(offsetof(values, cnt[1]) <= 64, "a value tracker's first entry sits in one line");
+_Static_assert(offsetof(tfd_thread, heat_now) + sizeof(heat_now) <= 64, "a read changes one line of its thread");
 
 __thread tfd_thread *tfd_self;
 int64_t tfd_epoch;              /* from 1, set by threads_init (zero-initialised, it sits with the other globals a call reads) */
@@ -189,7 +190,7 @@ tfd_thread *thread_self(void)
     t = aligned_alloc(64, (sizeof(*t) + 63) & ~(size_t)63);   /* seq is written per call */
     if (t) {
         memset(t, 0, offsetof(tfd_thread, heat.slots));
-        heat_ring_start(&t->heat);
+        heat_start(&t->heat_now, &t->heat);
         t->dir = calloc((size_t)(table_capacity() / DIR_CHUNK + 1), sizeof(tfd_shard **));
         if (!t->dir) {
             free(t);

@@ -63,12 +63,16 @@ typedef struct tfd_shard {
  * exits (its running totals, dirty lists, trace and heatmap carry on). */
 enum { THREAD_ACTIVE, THREAD_EXITED };
 struct tfd_thread {
+    /* the first line: all a read or a write changes here but its heatmap slot */
     uint32_t seq;               /* odd while inside an update (also the re-entry guard);
                                  * +2 as a thread hands the structure on */
     int suppressed;
-    int state;                  /* THREAD_*: set by the thread's exit and by the next thread */
     /* running totals for the cheap live pull (tfd_live) */
-    int64_t tot_bytes_read, tot_bytes_written, tot_reads, tot_writes, tot_opens, tot_ticks;
+    int64_t tot_bytes_read, tot_bytes_written, tot_reads, tot_writes, tot_ticks;
+    heat_now heat_now;
+    /* the rest */
+    int64_t tot_opens;
+    int state;                  /* THREAD_*: set by the thread's exit and by the next thread */
     /* bytes moved on excluded paths (imports, libraries, system files):
      * not recorded per file, only counted, so coverage can tell them apart */
     int64_t excl_read, excl_written;
