@@ -119,6 +119,7 @@ int tfd_collect(tfd_collect_result *out)
     rc = totals_fold(closed, &rows, &vals, &out->n_shards);
     for (tfd_thread *t = threads_first(); t && rc == 0; t = t->next)
         rc = trace_drain(&t->trace, &segs, &out->trace_dropped, closed);
+    trace_recycle();
     for (tfd_thread *t = threads_first(); t && rc == 0; t = t->next)
         rc = heat_drain(&t->heat, &t->seq, &heat, &out->heat_unbinned);
     /* new shards ready before the writers need them */

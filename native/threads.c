@@ -5,6 +5,8 @@
  * collector's side of it (closing an interval, taking dirty lists). */
 #include "threads.h"
 
+#include "pages.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -36,10 +38,9 @@ static int membarrier_register(void)
 }
 
 /* untouched pages cost nothing */
-static void *map_zeroed(size_t n, int populate)
+static void *map_zeroed(size_t n)
 {
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (populate ? MAP_POPULATE : 0), -1, 0);
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
@@ -52,7 +53,7 @@ int threads_init(void)
     if (!tfd_epoch)
         tfd_epoch = 1;
     tfd_use_membarrier = membarrier_register();
-    shards_of = map_zeroed((size_t)table_capacity() * sizeof(tfd_shard *), 0);
+    shards_of = map_zeroed((size_t)table_capacity() * sizeof(tfd_shard *));
     slab_ready();
     return shards_of ? 0 : -1;
 }
@@ -62,20 +63,18 @@ int64_t threads_count(void) { return RELAXED_LOAD(n_threads); }
 
 /* ------------------------------------------------------------------ slabs */
 
-/* New shards (and their spill of common values) come from slabs of fresh
- * pages shared by all threads: zero already, handed out by a bump pointer,
- * never freed (a shard outlives its threads). The collector keeps a spare
- * slab with its pages mapped in, so writers neither zero memory nor fault. */
-#define SLAB_BYTES ((size_t)1 << 20)
+/* New shards (and their spill of common values) come from slabs shared by
+ * all threads (pages.h): zero already, handed out by a bump pointer, never
+ * freed (a shard outlives its threads). The collector keeps a spare slab
+ * with its pages faulted in, so writers neither zero memory nor fault. */
+#define SLAB_BYTES PAGES_REGION
 typedef struct slab { size_t used; } slab;
 static slab *current_slab;
 static slab *spare_slab;
 
 static slab *slab_new(int populate)
 {
-    int saved = errno;
-    slab *s = map_zeroed(SLAB_BYTES, populate);
-    errno = saved;
+    slab *s = pages_region(populate);
     if (s)
         s->used = 64;
     return s;
@@ -256,7 +255,7 @@ void threads_after_fork(void)
     n_threads = 0;
     tfd_self = NULL;
     current_slab = spare_slab = NULL;     /* the next shard maps a slab of the child's */
-    shards_of = map_zeroed((size_t)table_capacity() * sizeof(tfd_shard *), 0);
+    shards_of = map_zeroed((size_t)table_capacity() * sizeof(tfd_shard *));
 }
 
 /* ----------------------------------------------------------------- shards */

@@ -2,24 +2,67 @@
  * the writer, drained and freed by the collector. */
 #include "trace.h"
 
-#include <errno.h>
+#include <sys/mman.h>
+
+#include "pages.h"
 
 int tfd_trace_on;
 static int64_t trace_cap;
 static int64_t trace_budget;    /* bytes still free for chunks */
 
+/* Chunks come from 2 MiB regions (pages.h), handed out by a bump pointer,
+ * and are used again once drained: the collector hands the chunks it has
+ * drained back as a list, which the next writer needing one takes whole.
+ * (Freshly allocated memory costs a fault per 4 KiB page on a VM: in a
+ * process that has not yet been collected, every traced call's 56 bytes
+ * would land on a fresh page.) Never given back to the system: the budget
+ * bounds them. */
+#define CHUNK_BYTES ((sizeof(seg_chunk) + 63) & ~(size_t)63)
+typedef struct region { size_t used; } region;
+static region *current_region;
+static seg_chunk *returned;     /* drained chunks, pushed as lists by the collector */
+static seg_chunk *drained;      /* the collector's, until trace_recycle */
+
+static seg_chunk *carve(void)
+{
+    for (;;) {
+        region *r = __atomic_load_n(&current_region, __ATOMIC_ACQUIRE);
+        if (TFD_LIKELY(r != NULL)) {
+            size_t at = __atomic_fetch_add(&r->used, CHUNK_BYTES, __ATOMIC_RELAXED);
+            if (at + CHUNK_BYTES <= PAGES_REGION)
+                return (seg_chunk *)((char *)r + at);
+        }
+        region *fresh = pages_region(0);
+        if (!fresh)
+            return NULL;
+        fresh->used = 64;
+        if (!__atomic_compare_exchange_n(&current_region, &r, fresh, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            munmap(fresh, PAGES_REGION);
+    }
+}
+
+static seg_chunk *take_chunk(trace_buf *b)
+{
+    seg_chunk *c = b->spare;
+    if (!c && __atomic_load_n(&returned, __ATOMIC_RELAXED))
+        c = __atomic_exchange_n(&returned, NULL, __ATOMIC_ACQUIRE);
+    if (c) {
+        b->spare = c->next;
+        return c;
+    }
+    return carve();
+}
+
 seg_chunk *trace_grow(trace_buf *b)
 {
-    if (__atomic_sub_fetch(&trace_budget, (int64_t)sizeof(seg_chunk), __ATOMIC_RELAXED) < 0) {
-        __atomic_add_fetch(&trace_budget, (int64_t)sizeof(seg_chunk), __ATOMIC_RELAXED);
+    if (__atomic_sub_fetch(&trace_budget, (int64_t)CHUNK_BYTES, __ATOMIC_RELAXED) < 0) {
+        __atomic_add_fetch(&trace_budget, (int64_t)CHUNK_BYTES, __ATOMIC_RELAXED);
         b->dropped++;
         return NULL;
     }
-    int saved = errno;
-    seg_chunk *fresh = malloc(sizeof(seg_chunk));
-    errno = saved;
+    seg_chunk *fresh = take_chunk(b);
     if (!fresh) {
-        __atomic_add_fetch(&trace_budget, (int64_t)sizeof(seg_chunk), __ATOMIC_RELAXED);
+        __atomic_add_fetch(&trace_budget, (int64_t)CHUNK_BYTES, __ATOMIC_RELAXED);
         b->dropped++;
         return NULL;
     }
@@ -33,10 +76,26 @@ seg_chunk *trace_grow(trace_buf *b)
     return fresh;
 }
 
+/* a chunk the writer has moved past (the collector's) */
 static void give_back(seg_chunk *c)
 {
-    free(c);
-    __atomic_add_fetch(&trace_budget, (int64_t)sizeof(seg_chunk), __ATOMIC_RELAXED);
+    c->next = drained;
+    drained = c;
+    __atomic_add_fetch(&trace_budget, (int64_t)CHUNK_BYTES, __ATOMIC_RELAXED);
+}
+
+void trace_recycle(void)
+{
+    if (!drained)
+        return;
+    seg_chunk *last = drained;
+    while (last->next)
+        last = last->next;
+    seg_chunk *head = __atomic_load_n(&returned, __ATOMIC_RELAXED);
+    do
+        last->next = head;
+    while (!__atomic_compare_exchange_n(&returned, &head, drained, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    drained = NULL;
 }
 
 void trace_init(const tfd_config *c)
@@ -86,7 +145,10 @@ int trace_drain(trace_buf *b, growbuf *segs, int64_t *dropped, int64_t closed)
     return 0;
 }
 
+/* the child's threads start with no trace: the parent's chunks stay unused */
 void trace_after_fork(void)
 {
     trace_budget = trace_cap;
+    current_region = NULL;
+    returned = drained = NULL;
 }

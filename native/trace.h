@@ -21,6 +21,7 @@ typedef struct trace_buf {
     seg_chunk *head, *tail;
     int32_t read;               /* the collector's position in head */
     int64_t dropped;            /* segments dropped for lack of memory */
+    seg_chunk *spare;           /* drained chunks the writer took back, to use again */
 } trace_buf;
 
 extern int tfd_trace_on TFD_HIDDEN;     /* trace.c's: read it through trace_enabled() */
@@ -53,9 +54,11 @@ static inline void trace_append(trace_buf *b, int64_t index, int op, int64_t off
 /* attach's settings (trace on or off, and its memory) */
 void trace_init(const tfd_config *c) TFD_HIDDEN;
 /* Append the buffer's segments of intervals up to closed (6 values each:
- * record index, op, offset, length, start, end) and free the chunks the
- * writer has left; 0, or -1 when out of memory. */
+ * record index, op, offset, length, start, end) and keep the chunks the
+ * writer has left for it to use again; 0, or -1 when out of memory. */
 int trace_drain(trace_buf *b, growbuf *segs, int64_t *dropped, int64_t closed) TFD_HIDDEN;
+/* after draining every buffer: the drained chunks go back to the writers */
+void trace_recycle(void) TFD_HIDDEN;
 void trace_after_fork(void) TFD_HIDDEN;
 
 #endif
