@@ -89,7 +89,9 @@ def main(argv=None) -> int:
         ap.error("--rounds must be at least 5")
 
     import stub_shim
-    stub_shim.install()                 # the shim with the stubs, before tfdarshan loads the shipped one
+    # the shim with the stubs, before tfdarshan loads the shipped one (a
+    # build from before they left it has its own, which return at once only)
+    all_stubs = stub_shim.install() is not None
     import tfdarshan
     from tfdarshan.capture._native import ffi, lib as shim
     with tempfile.TemporaryDirectory(prefix="tfd-hot-") as d:
@@ -172,6 +174,8 @@ def main(argv=None) -> int:
                  ("pread", 5, "around a stub that reads 32 KiB (the L1 data cache)"))
         try:
             for name, kind, what in stubs:
+                if kind > 1 and not all_stubs:
+                    continue
                 shim.tfd_bench_stub(kind)
                 call = (lambda fn: loop.pread_via(fn, fd, args.calls, 4096)) if name == "pread" else \
                        (lambda fn: loop.fread_via(fn, f, args.calls, 64))

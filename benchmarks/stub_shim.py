@@ -47,8 +47,21 @@ def build() -> pathlib.Path:
     return sorted(out.glob("tfdarshan/_native_shim*.so"))[0]
 
 
+def shipped_has_stubs() -> bool:
+    """The importable package's own shim has the stubs built in (a build
+    from before they left the shipped library, measured for comparison)."""
+    spec = importlib.util.find_spec("tfdarshan")
+    for d in (spec.submodule_search_locations or []) if spec else []:
+        for so in pathlib.Path(d).glob("_native_shim*.so"):
+            return b"tfd_bench_stub" in so.read_bytes()
+    return False
+
+
 def install():
-    """Load the copy as tfdarshan._native_shim; returns its lib."""
+    """Load the copy as tfdarshan._native_shim; returns its lib (None when
+    the package's own shim has the stubs already)."""
+    if shipped_has_stubs():
+        return None
     if "tfdarshan._native_shim" in sys.modules:
         lib = sys.modules["tfdarshan._native_shim"].lib
         if not hasattr(lib, "tfd_bench_stub"):
