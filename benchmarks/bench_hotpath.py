@@ -12,11 +12,13 @@
 2. The wrapper alone: the originals of pread and fread replaced by stubs
    that return at once (benchmarks/shim_stubs.c, built into the
    benchmarks' own copy of the shim by stub_shim.py), the wrapper called
-   against the stub called directly, alternating. Then where a real
-   pread's extra cost to the wrapper goes: the pread wrapper around stubs
-   that do one part of what a system call does each (enter the kernel and
-   leave; copy 4 KiB; fill the return-stack predictor, as the kernel does
-   on its way out; read 32 KiB, the size of the L1 data cache).
+   against the stub called directly, alternating in short samples. Then
+   the pread wrapper around the real pread (the same calls as in 1, without
+   switching modes, so the machine's load cancels better), and where a real
+   pread's extra cost to the wrapper goes: around stubs that do one part of
+   what a system call does each (enter the kernel and leave; copy 4 KiB;
+   fill the return-stack predictor, as the kernel does on its way out; read
+   32 KiB, the size of the L1 data cache).
 3. The clock's floor: two reads of the shim's clock (rdtsc), the least a
    timed call can cost on this machine.
 4. What not timing freads served from the FILE buffer would take out of
@@ -26,10 +28,10 @@
 
     python benchmarks/bench_hotpath.py [--calls N] [--rounds R]
 
-Times are the process's CPU time (time.process_time: all its threads),
-not wall time: on a machine shared with other work a process is often
-descheduled in the middle of a loop, which wall time counts and CPU time
-does not. Each added cost is the median of the rounds' differences from
+Times in 1 are the process's CPU time (time.process_time: all its
+threads), not wall time: on a machine shared with other work a process is
+often descheduled in the middle of a loop, which wall time counts and CPU
+time does not; 2 takes the median difference of short samples in pairs. Each added cost is the median of the rounds' differences from
 the same round's detached figure, with the 95 % bootstrap interval of that
 median and the rounds' 5-95 % range. benchmarks/bench_instructions.py
 counts the same paths' instructions, which do not move with the machine's
@@ -163,37 +165,42 @@ def main(argv=None) -> int:
                 print(f"  {mode:8s} {statistics.median(by_mode[mode]):.1f} ns/call; added "
                       f"{spread([b - a for a, b in zip(off, by_mode[mode])])}")
 
-        # the wrapper alone, against the stub it forwards to, then around
-        # stubs that each do one part of what a system call does
+        # the wrappers called directly against what they forward to, called
+        # directly: short samples in pairs, a round's figure the median of
+        # its pairs' differences, so the machine's load (which changes over
+        # milliseconds here) mostly cancels
         tfdarshan.attach()
         f = loop.open_stream(dpath)
-        stubs = (("pread", 1, "wrapper alone"), ("fread", 1, "wrapper alone"),
-                 ("pread", 2, "around a stub that enters the kernel and leaves (getppid)"),
-                 ("pread", 3, "around a stub that copies 4 KiB (no kernel)"),
-                 ("pread", 4, "around a stub that fills the return-stack predictor"),
-                 ("pread", 5, "around a stub that reads 32 KiB (the L1 data cache)"))
+        real_pread = ctypes.cast(ctypes.CDLL(None).pread, ctypes.c_void_p).value
+        rows = (("pread", 1, "wrapper alone"), ("fread", 1, "wrapper alone"),
+                ("pread", 0, "around the real pread (cached, 4 KiB)"),
+                ("pread", 2, "around a stub that enters the kernel and leaves (getppid)"),
+                ("pread", 3, "around a stub that copies 4 KiB (no kernel)"),
+                ("pread", 4, "around a stub that fills the return-stack predictor"),
+                ("pread", 5, "around a stub that reads 32 KiB (the L1 data cache)"))
         try:
-            for name, kind, what in stubs:
+            for name, kind, what in rows:
                 if kind > 1 and not all_stubs:
                     continue
                 shim.tfd_bench_stub(kind)
-                call = (lambda fn: loop.pread_via(fn, fd, args.calls, 4096)) if name == "pread" else \
-                       (lambda fn: loop.fread_via(fn, f, args.calls, 64))
-                stub = int(ffi.cast("uintptr_t", shim.tfd_bench_stub_function(name.encode())))
+                n = 2000 if kind in (1, 3, 4) else 500
+                target = real_pread if kind == 0 else int(ffi.cast("uintptr_t", shim.tfd_bench_stub_function(name.encode())))
                 wrapper = int(ffi.cast("uintptr_t", shim.tfd_bench_wrapper(name.encode())))
 
-                def once(fn, call=call):
-                    t = time.process_time_ns()
-                    call(fn)
-                    return (time.process_time_ns() - t) / args.calls
+                def once(fn, name=name, n=n):
+                    t = time.perf_counter_ns()
+                    if name == "pread":
+                        loop.pread_via(fn, fd, n, 4096)
+                    else:
+                        loop.fread_via(fn, f, n, 64)
+                    return (time.perf_counter_ns() - t) / n
 
-                once(stub), once(wrapper)
-                plain, wrapped = [], []
+                plain, added = [], []
                 for _ in range(args.rounds):
-                    plain.append(once(stub))
-                    wrapped.append(once(wrapper))
-                print(f"{name} {what}: stub {statistics.median(plain):.1f} ns/call, wrapper + stub "
-                      f"{statistics.median(wrapped):.1f}; added {spread([b - a for a, b in zip(plain, wrapped)])}")
+                    pairs = [(once(target), once(wrapper)) for _ in range(15)]
+                    plain.append(statistics.median(a for a, _ in pairs))
+                    added.append(statistics.median(b - a for a, b in pairs))
+                print(f"{name} {what}: direct {statistics.median(plain):.1f} ns/call; added {spread(added)}")
         finally:
             shim.tfd_bench_stub(0)
             loop.close_stream(f)
