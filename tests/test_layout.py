@@ -299,3 +299,14 @@ def test_the_native_checker_sees_a_call_up(native_objects):
     assert "clock.c (layer 0) uses threads_first of threads.c" in bad
     assert "rules_posix.c" in bad and "tfd_stdio_read" in bad
     assert not calls_against_layers(native_objects)
+
+
+def test_benchmark_stubs_are_not_shipped():
+    # the stubs that replace pread's original (benchmarks/shim_stubs.c) are
+    # built only into the benchmarks' own copy of the shim
+    from tfdarshan._native_shim import lib
+    assert not hasattr(lib, "tfd_bench_stub")
+    so = next((ROOT / "tfdarshan").glob("_native_shim*.so"), None)
+    if so is None:
+        pytest.skip("the shim is not built in this checkout")
+    assert b"tfd_bench_stub" not in so.read_bytes()
