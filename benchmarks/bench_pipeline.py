@@ -23,8 +23,8 @@ after its measured CPU and is printed apart), and the
 per-file calls (stat, open, two preads, close, as tf.io.read_file makes
 them) timed natively in this process, detached and attached interleaved,
 split into the opening calls and the reads; the rest is what neither
-explains (tf.data's new threads writing each file's counters for the first
-time, cache misses the native loop does not see)."""
+explains (tf.data's new threads taking each file's counters over, cache
+misses the native loop does not see, and the noise of a shared machine)."""
 from __future__ import annotations
 
 import argparse
@@ -113,8 +113,8 @@ def where_it_goes(rounds, paths, files_read: int) -> None:
           f"(stat, open, close {opens_ns:+.0f} ns; two preads {2 * pread_ns:+.0f} ns) = {calls * 1e3:+.1f} ms")
     print(f"  collects: {collects * 1e3:.1f} ms of CPU during the measurement; the collect at detach, "
           f"after it, folds the rest of what it wrote: {at_detach * 1e3:.1f} ms more, not in the measured CPU")
-    print(f"  the rest: {(measured - calls - collects) * 1e3:+.1f} ms (new tf.data threads' first writes to "
-          f"each file's counters, caches the native loop keeps warm)")
+    print(f"  the rest: {(measured - calls - collects) * 1e3:+.1f} ms (new tf.data threads taking each file's "
+          f"counters over, caches the native loop keeps warm, the machine's noise)")
 
 
 def main(argv=None) -> int:
