@@ -10,8 +10,15 @@
      file (stat, open, pread of 88 KB, pread at the end, close): the
      per-file part of an input pipeline's cost.
 2. The wrapper alone: the originals of pread and fread replaced by stubs
-   that return at once (native/bench.c), the wrapper called against the
-   stub called directly, alternating.
+   that return at once (benchmarks/shim_stubs.c, built into the
+   benchmarks' own copy of the shim by stub_shim.py), the wrapper called
+   against the stub called directly, alternating in short samples. Then
+   the pread wrapper around the real pread (the same calls as in 1, without
+   switching modes, so the machine's load cancels better), and where a real
+   pread's extra cost to the wrapper goes: around stubs that do one part of
+   what a system call does each (enter the kernel and leave; copy 4 KiB;
+   fill the return-stack predictor, as the kernel does on its way out; read
+   32 KiB, the size of the L1 data cache).
 3. The clock's floor: two reads of the shim's clock (rdtsc), the least a
    timed call can cost on this machine.
 4. What not timing freads served from the FILE buffer would take out of
@@ -21,10 +28,14 @@
 
     python benchmarks/bench_hotpath.py [--calls N] [--rounds R]
 
-Each added cost is the median of the rounds' differences from the same
-round's detached figure, with the 95 % bootstrap interval of that median
-and the rounds' 5-95 % range. benchmarks/bench_instructions.py counts the
-same paths' instructions, which do not move with the machine's load."""
+Times in 1 are the process's CPU time (time.process_time: all its
+threads), not wall time: on a machine shared with other work a process is
+often descheduled in the middle of a loop, which wall time counts and CPU
+time does not; 2 takes the median difference of short samples in pairs. Each added cost is the median of the rounds' differences from
+the same round's detached figure, with the 95 % bootstrap interval of that
+median and the rounds' 5-95 % range. benchmarks/bench_instructions.py
+counts the same paths' instructions, which do not move with the machine's
+load."""
 from __future__ import annotations
 
 import argparse
@@ -79,6 +90,10 @@ def main(argv=None) -> int:
     if args.rounds < 5:
         ap.error("--rounds must be at least 5")
 
+    import stub_shim
+    # the shim with the stubs, before tfdarshan loads the shipped one (a
+    # build from before they left it has its own, which return at once only)
+    all_stubs = stub_shim.install() is not None
     import tfdarshan
     from tfdarshan.capture._native import ffi, lib as shim
     with tempfile.TemporaryDirectory(prefix="tfd-hot-") as d:
@@ -94,17 +109,17 @@ def main(argv=None) -> int:
 
         def fread_calls():
             f = loop.open_stream(dpath)          # opened in the mode measured, so recorded in it
-            t = time.perf_counter_ns()
+            t = time.process_time_ns()
             loop.fread_loop(f, args.calls, 64)
-            ns = time.perf_counter_ns() - t
+            ns = time.process_time_ns() - t
             loop.close_stream(f)
             return ns / args.calls
 
         def timed(fn, n):
             def run():
-                t = time.perf_counter_ns()
+                t = time.process_time_ns()
                 fn()
-                return (time.perf_counter_ns() - t) / n
+                return (time.process_time_ns() - t) / n
             return run
 
         loops = {
@@ -150,37 +165,51 @@ def main(argv=None) -> int:
                 print(f"  {mode:8s} {statistics.median(by_mode[mode]):.1f} ns/call; added "
                       f"{spread([b - a for a, b in zip(off, by_mode[mode])])}")
 
-        # the wrapper alone, against the stub it forwards to
+        # the wrappers called directly against what they forward to, called
+        # directly: short samples in pairs, a round's figure the median of
+        # its pairs' differences, so the machine's load (which changes over
+        # milliseconds here) mostly cancels
         tfdarshan.attach()
         f = loop.open_stream(dpath)
-        shim.tfd_bench_stub(1)
+        real_pread = ctypes.cast(ctypes.CDLL(None).pread, ctypes.c_void_p).value
+        rows = (("pread", 1, "wrapper alone"), ("fread", 1, "wrapper alone"),
+                ("pread", 0, "around the real pread (cached, 4 KiB)"),
+                ("pread", 2, "around a stub that enters the kernel and leaves (getppid)"),
+                ("pread", 3, "around a stub that copies 4 KiB (no kernel)"),
+                ("pread", 4, "around a stub that fills the return-stack predictor"),
+                ("pread", 5, "around a stub that reads 32 KiB (the L1 data cache)"))
         try:
-            for name, call in (("pread", lambda fn: loop.pread_via(fn, fd, args.calls, 4096)),
-                               ("fread", lambda fn: loop.fread_via(fn, f, args.calls, 64))):
-                stub = int(ffi.cast("uintptr_t", shim.tfd_bench_stub_function(name.encode())))
+            for name, kind, what in rows:
+                if kind > 1 and not all_stubs:
+                    continue
+                shim.tfd_bench_stub(kind)
+                n = 2000 if kind in (1, 3, 4) else 500
+                target = real_pread if kind == 0 else int(ffi.cast("uintptr_t", shim.tfd_bench_stub_function(name.encode())))
                 wrapper = int(ffi.cast("uintptr_t", shim.tfd_bench_wrapper(name.encode())))
 
-                def once(fn, call=call):
+                def once(fn, name=name, n=n):
                     t = time.perf_counter_ns()
-                    call(fn)
-                    return (time.perf_counter_ns() - t) / args.calls
+                    if name == "pread":
+                        loop.pread_via(fn, fd, n, 4096)
+                    else:
+                        loop.fread_via(fn, f, n, 64)
+                    return (time.perf_counter_ns() - t) / n
 
-                once(stub), once(wrapper)
-                plain, wrapped = [], []
+                plain, added = [], []
                 for _ in range(args.rounds):
-                    plain.append(once(stub))
-                    wrapped.append(once(wrapper))
-                print(f"{name} wrapper alone: stub {statistics.median(plain):.1f} ns/call, wrapper + stub "
-                      f"{statistics.median(wrapped):.1f}; added {spread([b - a for a, b in zip(plain, wrapped)])}")
+                    pairs = [(once(target), once(wrapper)) for _ in range(15)]
+                    plain.append(statistics.median(a for a, _ in pairs))
+                    added.append(statistics.median(b - a for a, b in pairs))
+                print(f"{name} {what}: direct {statistics.median(plain):.1f} ns/call; added {spread(added)}")
         finally:
             shim.tfd_bench_stub(0)
             loop.close_stream(f)
             tfdarshan.detach()
         pairs = []
         for _ in range(args.rounds):
-            t = time.perf_counter_ns()
+            t = time.process_time_ns()
             loop.clock_pair_loop(args.calls)
-            pairs.append((time.perf_counter_ns() - t) / args.calls)
+            pairs.append((time.process_time_ns() - t) / args.calls)
         lo, hi = median_interval(pairs)
         print(f"clock floor: two clock reads (rdtsc) {statistics.median(pairs):.1f} ns "
               f"[95 % interval {lo:.1f} to {hi:.1f}]: the least a timed call adds here")

@@ -49,7 +49,8 @@ PATHS = (
     ("fopen-fclose", "fopen + fclose of one file"),
     ("read-file", "per file as tf.io.read_file: stat, open, pread 88 KB, pread at EOF, close"),
     ("new-threads", "the same per file, 16 files a thread, each thread new (tf.data's short-lived threads)"),
-    ("collect", "a collect after new-threads, per (thread, file) counter it folds (threads retired too)"),
+    ("first-read", "the same per file of 4 KiB, each file read for the first time (its record and counters made)"),
+    ("collect", "a collect after new-threads, per file those threads read"),
 )
 FILES_PER_THREAD = 16
 
@@ -71,6 +72,7 @@ def load_loops(so: pathlib.Path) -> ctypes.CDLL:
                             ("read_file_loop", [S, L, L], L), ("pread_via", [P, I, L, L], L),
                             ("fread_via", [P, P, L, L], L), ("open_stream_buffered", [S, L], P),
                             ("threads_files_loop", [ctypes.POINTER(S), L, L, L], L),
+                            ("threads_distinct_files_loop", [ctypes.POINTER(S), L, L, L], L),
                             ("bracketed_call", [P, P], I),
                             ("open_stream", [S], P), ("close_stream", [P], I), ("open_fd", [S], I),
                             ("close_fd", [I], I), ("ir_label", [S], None)):
@@ -114,6 +116,15 @@ def child(workdir: pathlib.Path, calls: int, only, shim_so=None) -> int:
         many.append(workdir / f"file{i:02d}.bin")
         many[-1].write_bytes(os.urandom(88_000))
     many_paths = (ctypes.c_char_p * len(many))(*(str(p).encode() for p in many))
+
+    def fresh_files(mode):
+        """calls files of 4 KiB no one has read, and a warm-up's 16"""
+        d = workdir / f"fresh-{mode}"
+        d.mkdir()
+        names = [d / f"{i:05d}.bin" for i in range(calls + FILES_PER_THREAD)]
+        for p in names:
+            p.write_bytes(b"f" * 4096)
+        return (ctypes.c_char_p * len(names))(*(str(p).encode() for p in names))
     keep = []
 
     def strings(items):
@@ -177,6 +188,13 @@ def child(workdir: pathlib.Path, calls: int, only, shim_so=None) -> int:
                 run(f"{name}/{mode}", loops.bracketed_call, collect, int(ffi.cast("uintptr_t", out)))
                 shards[mode] = out.n_shards
                 shim.tfd_free_collect(out)
+            elif name == "first-read":
+                fresh = fresh_files(mode)
+                run("warmup", loops.threads_distinct_files_loop, fresh, FILES_PER_THREAD, 1, 4096)
+                run(f"{name}/{mode}", loops.threads_distinct_files_loop,
+                    ctypes.cast(ctypes.byref(fresh, FILES_PER_THREAD * ctypes.sizeof(ctypes.c_char_p)),
+                                ctypes.POINTER(ctypes.c_char_p)),
+                    FILES_PER_THREAD, calls // FILES_PER_THREAD, 4096)
             elif name == "new-threads":
                 run("warmup", loops.threads_files_loop, many_paths, FILES_PER_THREAD, 1, 88_000)
                 run(f"{name}/{mode}", loops.threads_files_loop, many_paths, FILES_PER_THREAD,
@@ -237,10 +255,12 @@ def main(argv=None) -> int:
     for name, what in PATHS:
         if name not in paths:
             continue
-        per = {m: shards.get(m, 1) for m in MODES} if name == "collect" else {m: args.calls for m in MODES}
-        v = {m: got.get(f"{name}/{m}", 0) / max(per[m], 1) for m in MODES}
+        v = {m: got.get(f"{name}/{m}", 0) / args.calls for m in MODES}
         print(f"{name:18s} {v['plain']:8.1f} {v['counters']:9.1f} {v['trace']:8.1f} "
               f"{v['counters'] - v['plain']:+7.1f} {v['trace'] - v['plain']:+7.1f}  {what}")
+    if shards:
+        print(f"(the collect folded {shards.get('counters', 0)} (thread, file) counters, "
+              f"{shards.get('trace', 0)} with the trace)")
     return 0
 
 

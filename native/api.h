@@ -93,9 +93,3 @@ int tfd_clean_path(const char *path, char *out, size_t out_len);
 int tfd_path_excluded(const char *clean_path);
 void tfd_clock(tfd_clock_info *out);
 int64_t tfd_now_ticks(void);
-
-/* benchmarks only (native/bench.c): the originals of pread/pread64/fread
- * replaced by stubs that do nothing, and the wrappers' addresses */
-int tfd_bench_stub(int on);
-void *tfd_bench_wrapper(const char *name);
-void *tfd_bench_stub_function(const char *name);

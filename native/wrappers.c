@@ -3,28 +3,19 @@
  * (Darshan's rules), and hand back the original's return value and errno
  * untouched. Arguments are never read before the original has validated
  * them, so a bad pointer fails the way it would without us. */
-#include "shim.h"
+#include "wrappers.h"
 
-#include <errno.h>
 #include <link.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define HOOK(name, ret, params) ret(*tfd_real_##name) params;
-#include "hooks.def"
-#undef HOOK
-
-tfd_hook tfd_hooks[] = {
-#define HOOK(name, ret, params) {#name, (void *)tfd_w_##name, (void **)&tfd_real_##name},
-#include "hooks.def"
-#undef HOOK
-};
-const int tfd_n_hooks = sizeof(tfd_hooks) / sizeof(tfd_hooks[0]);
+#include "elfpatch.h"
+#include "fdmap.h"
+#include "rules_posix.h"
+#include "rules_stdio.h"
 
 /* the recording inlined into the data wrappers (its rare cases stay out of
- * line, records.h): one call, one prologue */
+ * line, TFD_COLD in base.h): one call, one prologue */
 #define FLAT __attribute__((flatten))
 #define ALIGNED(p) (((uintptr_t)(p) % 8) == 0)
 
@@ -119,7 +110,7 @@ OPEN_FIXED(mkostemps, (char *tmpl, int suffixlen, int flags), (tmpl, suffixlen, 
 int tfd_w_close(int fd)
 {
     void *token;                /* none or excluded: nothing to time */
-    if (IDLE() || !(token = tfd_posix_close_begin(fd)) || token == (void *)&tfd_excluded)
+    if (IDLE() || !(token = tfd_posix_close_begin(fd)) || token == (void *)EXCLUDED)
         return tfd_real_close(fd);
     TIMED(tfd_real_close(fd));
     HOT(tfd_posix_close_end(token, t1, t2));
@@ -180,15 +171,16 @@ int tfd_w_fileno(FILE *stream)
         tfd_rec *rec;                                                        \
         if (IDLE() || !(rec = tfd_posix_record(fd)))                         \
             return tfd_real_##name args;                                     \
-        if (TFD_UNLIKELY(rec == &tfd_excluded)) {  /* its bytes, untimed */  \
+        if (TFD_UNLIKELY(rec == EXCLUDED)) {  /* its bytes, untimed */       \
             ssize_t r = tfd_real_##name args;                                \
             if (r > 0)                                                       \
-                HOT(tfd_posix_##kind##_rec(rec, r, 0, 0, 0, 0));             \
+                HOT(tfd_posix_##kind##_rec(rec, NULL, r, 0, 0, 0, 0));       \
             return r;                                                        \
         }                                                                    \
+        void *ahead = tfd_posix_data_ahead(rec);                             \
         TIMED(tfd_real_##name args);                                         \
         if (r >= 0)                                                          \
-            HOT(tfd_posix_##kind##_rec(rec, r, (pflag) ? (offset) : 0, TFD_DATA_FLAGS(pflag, aligned), t1, t2)); \
+            HOT(tfd_posix_##kind##_rec(rec, ahead, r, (pflag) ? (offset) : 0, TFD_DATA_FLAGS(pflag, aligned), t1, t2)); \
         return r;                                                            \
     }
 

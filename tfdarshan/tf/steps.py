@@ -24,7 +24,7 @@ import numpy as np
 
 from tfdarshan.capture import _native
 from tfdarshan.logs.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, IO_WALL_COLUMN,  # noqa: F401
-                                   SETUP_STEP, STEP_COLUMNS, TIME_FIELDS, WINDOW_STEP)
+                                   SETUP_STEP, STEP_COLUMNS, TIME_FIELDS, WINDOW_STEP, step_totals)
 from tfdarshan.logs.step_entries import StepEntries, frames  # noqa: F401 (frames: the flight recorder's too)
 
 R = _native.ROW_INDEX

@@ -1,0 +1,25 @@
+/* Paths as Darshan names them, the include/exclude rules, and the cache of
+ * paths already resolved (paths.c owns the rules and the cache). */
+#ifndef TFD_PATHS_H
+#define TFD_PATHS_H
+#include "base.h"
+
+#include "public.h"
+
+typedef struct tfd_rec tfd_rec;
+
+/* tfd_clean_path and tfd_path_excluded are in api.h */
+
+/* replace the rules with the config's (a no-op when unchanged); 0, or -1
+ * when out of memory */
+int paths_set_rules(const tfd_config *c) TFD_HIDDEN;
+
+/* A path as given (absolute) -> what resolving it gave: a record or the
+ * excluded marker. Entries stay valid for one generation of the rules. */
+typedef struct path_key { uint64_t hash; int64_t gen; } path_key;
+tfd_rec *paths_cached(const char *path, size_t n, int module, path_key *key) TFD_HIDDEN;
+void paths_remember(const char *path, size_t n, int module, const path_key *key, tfd_rec *r) TFD_HIDDEN;
+/* every cached outcome is stale (new rules, or a fork's fresh records) */
+void paths_forget(void) TFD_HIDDEN;
+
+#endif
