@@ -10,9 +10,30 @@ SOURCES := pyproject.toml setup.py $(wildcard native/*.c native/*.h native/*.def
 # Debian's Chromium and ChromeDriver for the tab's browser tests
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test bench install browser system-deps case-studies clean
+# Plotly's cartesian bundle for the tab (tb_plugin/plugin.py, CHART_BUNDLE):
+# fetched from the npm registry, checked against the hash it was published
+# with, never committed. Without npm the tab falls back to the plotly
+# package's larger bundle, so a failed fetch warns and goes on.
+CHART_PKG := plotly.js-cartesian-dist-min
+CHART_VER := 4.1.1
+CHART_SHA := sha512-o8GrFeusncwBIxbBynRJpY4pkgVB6caM+JLpwrLYbbsO7dZ8FJ+SVN2Fr+L7kiG/Z6w4P5O0Jus/Qr5EefHVeg==
+CHART_JS  := tb_plugin/static/vendor/plotly-cartesian.min.js
 
-install: $(STAMP)
+.PHONY: demo test bench install browser system-deps case-studies clean charts
+
+install: $(STAMP) charts
+
+charts: $(CHART_JS)
+
+$(CHART_JS):
+	@command -v npm >/dev/null || $(SUDO) apt-get install -y -q npm >/dev/null || true
+	@mkdir -p build/npm $(@D)
+	@cd build/npm && rm -f $(CHART_PKG)-*.tgz && npm pack -q $(CHART_PKG)@$(CHART_VER) >/dev/null 2>&1 \
+	  && [ "sha512-$$(openssl dgst -sha512 -binary $(CHART_PKG)-$(CHART_VER).tgz | base64 -w0)" = "$(CHART_SHA)" ] \
+	  && tar -xzf $(CHART_PKG)-$(CHART_VER).tgz -O package/plotly-cartesian.min.js > ../../$@.part \
+	  && mv ../../$@.part ../../$@ \
+	  || (rm -f ../../$@.part; echo "warning: could not fetch $(CHART_PKG)@$(CHART_VER) from npm;" \
+	      "the tab will use the plotly package's full bundle (slower to load)" >&2)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +43,7 @@ $(STAMP): $(BIN)/python $(SOURCES)
 	$(BIN)/pip install -q -e ".[tf-cpu,test,case-studies]"
 	touch $@
 
-demo: $(STAMP)
+demo: $(STAMP) charts
 	$(BIN)/python -m tfdarshan demo --logdir demo_logs
 
 # Debian packages: Chromium for the tab's browser tests, FUSE 3 (with
@@ -38,7 +59,7 @@ browser: system-deps
 
 # one worker per core; a file's tests stay on one worker, so its module
 # fixtures (a trained model, a multi-rank session, a TensorBoard) are made once
-test: $(STAMP) system-deps
+test: $(STAMP) system-deps charts
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 case-studies: $(STAMP) system-deps
@@ -46,7 +67,7 @@ case-studies: $(STAMP) system-deps
 
 # bench_peers.py runs DFTracer beside tfdarshan (the peers extra);
 # bench_instructions.py needs valgrind; bench_slow_tier.py mounts a FUSE tier
-bench: $(STAMP) browser
+bench: $(STAMP) browser charts
 	@command -v valgrind >/dev/null || ($(SUDO) apt-get install -y -q valgrind)
 	$(BIN)/pip install -q -e ".[tf-cpu,test,case-studies,peers]"
 	$(BIN)/python benchmarks/bench_instructions.py
@@ -67,4 +88,4 @@ bench: $(STAMP) browser
 	$(BIN)/python benchmarks/bench_slow_tier.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info tfdarshan/_native_shim*.so demo_logs
+	rm -rf $(VENV) build *.egg-info tfdarshan/_native_shim*.so demo_logs $(dir $(CHART_JS))

@@ -1,17 +1,26 @@
 """Genuine Darshan logs: round trip through PyDarshan, darshan summary,
 DXT against the counters, and logs that are not what they claim to be."""
 import os
+import pathlib
 import random
+import re
 import subprocess
 import sys
 import textwrap
+import zlib
 
 import darshan
 import numpy as np
+import pandas as pd
 import pytest
 
 import tfdarshan
+from libdarshan_util_writer import write_with_libdarshan_util
 from tfdarshan.capture import counters as C
+from tfdarshan.capture._native import darshan_hash
+from tfdarshan.capture.snapshot import Snapshot, empty_dxt, empty_extra, empty_values
+from tfdarshan.logs.darshan_format import HEADER, MOD
+from tfdarshan.logs.darshan_writer import STREAM_RECORDS
 from tfdarshan.logs.darshan_log import check_log, read_darshan_log, write_darshan_log
 from tfdarshan.errors import DarshanLogError
 
@@ -236,3 +245,165 @@ def test_site_darshan_log_reads(tmp_path):
             assert len(snap.posix) > 0
             assert (snap.posix["POSIX_BYTES_READ"] >= 0).all()
         assert info["version"].startswith("3.")
+
+
+# ------------------------------------------- our writer against libdarshan-util
+# Every log is written by our own parallel writer (log_stream); the log
+# libdarshan-util writes from the same snapshot is the oracle.
+
+
+def _streams(raw):
+    """The zlib streams of a region, each inflated (the test's own inflater)."""
+    out = []
+    while raw:
+        z = zlib.decompressobj()
+        out.append(z.decompress(raw))
+        assert z.eof, "a stream ends early"
+        raw = z.unused_data
+    return out
+
+
+def _regions(path):
+    """{region: its streams inflated} and the header's flags and module versions."""
+    data = path.read_bytes()
+    h = HEADER.unpack_from(data)
+    names = (h[4], h[5])
+    mods = {i: (h[6 + 2 * i], h[7 + 2 * i]) for i in range(64) if h[7 + 2 * i]}
+    job_end = names[0] or min(off for off, _ in mods.values())
+    spans = {"job": (HEADER.size, job_end - HEADER.size), "names": names, **mods}
+    return ({k: _streams(data[off:off + n]) for k, (off, n) in spans.items() if n},
+            (h[0], h[1], h[2], h[3], tuple(h[6 + 128:])))
+
+
+def _many_records(n, nprocs):
+    """A job's worth of records with every counter random, a rank each, in POSIX and STDIO."""
+    rng = np.random.default_rng(7)
+    frames = {}
+    for module, stem in (("POSIX", "/data/p"), ("STDIO", "/data/s")):
+        ints, floats = C.names(module)
+        paths = [f"{stem}/{i:06d}.bin" for i in range(n)]
+        f = pd.DataFrame({"record_id": np.array([darshan_hash(p) for p in paths], dtype=np.uint64),
+                          "path": pd.Series(paths, dtype=object), "rank": rng.integers(0, nprocs, n)})
+        for c in ints:
+            f[c] = rng.integers(0, 1 << 40, n)
+        for c in floats:
+            f[c] = rng.random(n) * 100
+        frames[module] = f
+    meta = {"origin_unix_time": 1.7e9, "start": 0.0, "end": 150.0, "hostname": "node1", "pid": 1}
+    return Snapshot(frames["POSIX"], frames["STDIO"], empty_values(), empty_extra(), empty_dxt(), meta)
+
+
+@pytest.fixture(scope="module")
+def both_writers(traced_window, tmp_path_factory):
+    """(ours, libdarshan-util's) logs of the traced TensorFlow window and of
+    a job's worth of records (several streams a module, a rank a record)."""
+    d = tmp_path_factory.mktemp("writers")
+    args = dict(exe="train.py --epochs 1", jobid=42, metadata={"job": "t"})
+    big = _many_records(2 * STREAM_RECORDS + 100, nprocs=4)
+    out = {}
+    for what, snap, extra in (("traced", traced_window[0], {}), ("many", big, {"nprocs": 4})):
+        out[what] = (write_darshan_log(snap, d / f"{what}.ours.darshan", **args, **extra),
+                     write_with_libdarshan_util(snap, d / f"{what}.lib.darshan", **args, **extra))
+    return out
+
+
+@pytest.mark.parametrize("what", ["traced", "many"])
+def test_our_writer_stores_what_libdarshan_util_stores(both_writers, what):
+    ours, lib = both_writers[what]
+    got, got_header = _regions(ours)
+    want, want_header = _regions(lib)
+    assert got_header == want_header        # version, magic, zlib, not partial, module versions
+    assert sorted(got, key=str) == sorted(want, key=str)
+    for region in want:
+        assert b"".join(got[region]) == b"".join(want[region]), region
+    assert oct(os.stat(ours).st_mode & 0o777) == "0o400"
+    if what == "traced":
+        assert {MOD["POSIX"], MOD["STDIO"], MOD["DXT_POSIX"], MOD["HEATMAP"]} <= set(got)
+    else:
+        # records deflated a stream per STREAM_RECORDS, on several threads
+        record = len(b"".join(want[MOD["POSIX"]])) // (2 * STREAM_RECORDS + 100)
+        assert [len(s) // record for s in got[MOD["POSIX"]]] == [STREAM_RECORDS, STREAM_RECORDS, 100]
+
+
+def _plain(x):
+    """PyDarshan's answers as plain values, to compare two logs'."""
+    if isinstance(x, pd.DataFrame):
+        return {"columns": list(x.columns), "rows": x.to_numpy().tolist()}
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _report(path):
+    """What PyDarshan reads of a log: names, mounts, job, command line and every module's records."""
+    with darshan.DarshanReport(str(path), read_all=True) as r:
+        return _plain({"names": dict(r.name_records), "mounts": list(r.mounts), "job": dict(r.metadata["job"]),
+                       "exe": r.metadata["exe"], "modules": sorted(r.modules),
+                       **{m: r.records[m].to_df() for m in r.records},
+                       "heatmaps": {k: h.to_df(ops=["read", "write"]) for k, h in r.heatmaps.items()}})
+
+
+@pytest.mark.parametrize("what", ["traced", "many"])
+def test_pydarshan_reads_ours_as_libdarshan_utils(both_writers, what):
+    ours, lib = both_writers[what]
+    got, want = _report(ours), _report(lib)
+    assert got == want
+    assert want["names"] and (what != "traced" or ({"DXT_POSIX", "HEATMAP"} <= set(want["modules"])
+                                                   and want["DXT_POSIX"] and want["heatmaps"]["POSIX"]["rows"]))
+
+
+@pytest.mark.parametrize("what", ["traced", "many"])
+def test_our_reader_and_checker_read_ours_as_libdarshan_utils(both_writers, what):
+    ours, lib = both_writers[what]
+    assert check_log(ours) == check_log(lib)
+    got, want = read_darshan_log(ours), read_darshan_log(lib)
+    for frame in ("posix", "stdio", "dxt", "heat"):
+        pd.testing.assert_frame_equal(getattr(got, frame), getattr(want, frame))
+    assert {k: v for k, v in got.meta.items() if k != "log"} == {k: v for k, v in want.meta.items() if k != "log"}
+
+
+def test_drishti_reads_ours_as_libdarshan_utils(both_writers):
+    drishti = pathlib.Path(sys.executable).parent / "drishti"
+    assert drishti.exists(), "drishti is missing (make test installs drishti-io with the test extra)"
+
+    def report(log):
+        d = subprocess.run([str(drishti), str(log)], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "COLUMNS": "120"})
+        assert d.returncode == 0, d.stderr[-2000:]
+        # all but the lines naming the file and the report's own time
+        return [ln for ln in d.stdout.splitlines() if "DARSHAN:" not in ln and "report generated" not in ln]
+    ours, lib = both_writers["traced"]
+    got = report(ours)
+    assert got == report(lib)
+    assert any(re.search(r"PROCESSES\s+1\b", ln) for ln in got)
+
+
+def test_a_write_that_fails_leaves_no_file_and_says_why(tmp_path, traced_window):
+    """A log that cannot be written whole (here the file size limit, as a
+    full disk or a quota would) raises one clear error and leaves nothing
+    behind, neither the log nor its temporary file."""
+    whole = write_darshan_log(traced_window[0], tmp_path / "whole.darshan").stat().st_size
+    out = tmp_path / "cut"
+    out.mkdir()
+    code = textwrap.dedent(f"""
+        import resource, signal
+        from tfdarshan.errors import DarshanLogError
+        from tfdarshan.logs.darshan_log import read_darshan_log, write_darshan_log
+        snap = read_darshan_log({str(tmp_path / 'whole.darshan')!r})
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # past the limit: EFBIG, not a signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, ({whole // 2}, {whole // 2}))
+        try:
+            write_darshan_log(snap, {str(out / 'x.darshan')!r})
+        except DarshanLogError as e:
+            print(e)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    message = r.stdout.strip()
+    assert message.startswith(str(out / "x.darshan")) and "cannot write the log" in message, message
+    assert "\n" not in message
+    assert not list(out.iterdir())

@@ -229,3 +229,30 @@ def test_one_way_sessions_have_sound_axes_and_no_empty_series(tab, session, tier
     assert tier_chart, [c["id"] for c in charts]
     names = [e["name"] for e in tier_chart["legend"]]
     assert any(tier_name(n, tiers[tier]) for n in names), (names, tiers[tier])
+
+
+# the order the page drew its plots in, and which of them start above the window's foot
+ORDER_JS = """
+const t = window.__tfdTimings || {};
+const boxes = [...document.querySelectorAll('#tfd-body > .grid .chart')];
+return {order: t.order || [], page: boxes.map((b) => b.id),
+        inView: boxes.filter((b) => b.getBoundingClientRect().top < window.innerHeight).map((b) => b.id)};
+"""
+
+
+def test_charts_in_view_are_drawn_first_in_page_order(tab):
+    d, show, _ = tab
+    # a fresh load, unscrolled: the order is its first draw's
+    d.switch_to.default_content()
+    d.refresh()
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+    WebDriverWait(d, WAIT).until(EC.frame_to_be_available_and_switch_to_it((By.CSS_SELECTOR, "iframe")))
+    WebDriverWait(d, WAIT).until(EC.presence_of_element_located((By.CSS_SELECTOR, "#tfd-files tbody tr")))
+    seen = d.execute_script(ORDER_JS)
+    assert sorted(seen["order"]) == sorted(seen["page"]) and seen["inView"], seen
+    # every plot in view before any below it, each group top to bottom, left to right
+    below = [b for b in seen["page"] if b not in seen["inView"]]
+    assert seen["order"][:len(seen["inView"])] == seen["inView"], seen
+    assert seen["order"][len(seen["inView"]):] == below, seen

@@ -3,6 +3,7 @@ real browser."""
 import json
 import os
 import pathlib
+import re
 import shutil
 import socket
 import urllib.parse
@@ -149,6 +150,32 @@ def _shown_paths(driver, attribute="text"):
         return [c.text if attribute == "text" else c.get_attribute(attribute) for c in cells]
     except StaleElementReferenceException:
         return []
+
+
+def _plotly_wheel_bundle() -> bytes:
+    import importlib.resources
+    return (importlib.resources.files("plotly") / "package_data" / "plotly.min.js").read_bytes()
+
+
+def test_chart_library_is_the_cartesian_bundle_the_build_fetched(server):
+    from tfdarshan_tb import plugin
+    if not plugin.CHART_BUNDLE.exists():
+        pytest.skip("the build did not fetch Plotly's cartesian bundle (make charts; needs npm)")
+    status, headers, body = fetch(server, "/data/plugin/tfdarshan/plotly.js")
+    assert status == 200 and headers["Content-Type"].startswith("text/javascript")
+    assert "Expires" in headers or "max-age" in headers.get("Cache-Control", "")
+    assert body == plugin.CHART_BUNDLE.read_bytes()
+    # the bundle the tab was made fast with: a third of the whole library, same Plotly release
+    wheel = _plotly_wheel_bundle()
+    assert len(body) < len(wheel) / 2
+    version = re.compile(rb"plotly\.js [^\n]*?v(\d+\.\d+\.\d+)")
+    assert version.search(body).group(1) == version.search(wheel).group(1)
+
+
+def test_without_the_bundle_the_tab_uses_the_plotly_packages(tmp_path, monkeypatch):
+    from tfdarshan_tb import plugin
+    monkeypatch.setattr(plugin, "CHART_BUNDLE", tmp_path / "vendor" / "plotly-cartesian.min.js")
+    assert plugin.chart_library() == _plotly_wheel_bundle()
 
 
 def test_tab_renders_in_chromium(server, trained_logdir):

@@ -41,8 +41,12 @@ export const hasData = (ys) => ys.some((v) => v != null && v !== 0);
 export const axis = (text, extra = {}) => ({title: {text}, automargin: true, ...extra});
 // amounts and rates: an axis from zero
 export const amount = (text, extra = {}) => axis(text, {rangemode: 'tozero', ...extra});
-// the legend at the foot of the figure, under the axis title (the mode bar has the top)
-export const layout = (extra) => ({margin: {l: 60, r: 60, t: 30, b: 40}, showlegend: true,
+// the legend at the foot of the figure, under the axis title (the mode bar has the top).
+// The margins are what automargin settles on for a one-row legend and
+// tick labels of a few characters: starting there spares Plotly a second
+// layout pass in most charts (a quarter of the drawing time measured),
+// and automargin still grows them for longer labels and legends.
+export const layout = (extra) => ({margin: {l: 70, r: 70, t: 30, b: 80}, showlegend: true,
   legend: {orientation: 'h', x: 0, xref: 'container', y: 0, yref: 'container', yanchor: 'bottom'}, ...extra});
 
 // Long series as lines; a few steps as bars.
@@ -51,8 +55,9 @@ export const MANY_STEPS = 500;
 // points a pixel at most) is one SVG path, not stacked, and its chart says so
 // in its title. Not WebGL (scattergl): at this size it draws nothing faster,
 // and where the GPU is software (headless, remote desktops) its contexts
-// made the page 0.6-1.5 s slower (benchmarks/bench_tab.py). Only the
-// timeline, up to 20,000 points, is WebGL.
+// made the page 0.6-1.5 s slower (benchmarks/bench_tab.py); nor is the
+// timeline (its ticks are a path a file), and the cartesian bundle the tab
+// loads has no WebGL trace types.
 export const LINE = 'scatter';
 export const downsampledNote = (d) => d ? ` (${d.text})` : '';
 
@@ -140,19 +145,27 @@ export function figures(steps, hist, mounts, timeline) {
       layout: layout({barmode: 'group', xaxis: ops(['read', 'write']), yaxis: amount('MiB/s')})});
   }
   if (timeline.available) {
-    // one marker per operation at its start; most last microseconds, too short for bars
-    const data = timeline.files.map((f) => ({
-      type: 'scattergl', mode: 'markers', name: plain(f.path.split('/').pop()), x: f.start,
-      y: f.start.map(() => plain(f.path.split('/').pop())),
-      marker: {size: 7, symbol: 'line-ns-open', line: {width: 2}},
-      customdata: f.offset.map((o, j) => [o, f.length[j], f.op[j], f.duration[j] * 1e6]),
+    // one tick per operation at its start (most last microseconds, too short
+    // for bars), a row per file; a file's ticks are one SVG path (a line
+    // broken by gaps), so 20,000 operations draw as fast as 8, with the
+    // cartesian bundle's own trace type
+    const names = timeline.files.map((f) => plain(f.path.split('/').pop()));
+    const data = timeline.files.map((f, i) => ({
+      type: 'scatter', mode: 'lines', name: names[i], line: {width: 2},
+      x: f.start.flatMap((s) => [s, s, null]), y: f.start.flatMap(() => [i - 0.35, i + 0.35, null]),
+      customdata: f.offset.flatMap((o, j) => {
+        const c = [o, f.length[j], f.op[j], f.duration[j] * 1e6];
+        return [c, c, null];
+      }),
       hovertemplate: '%{customdata[2]} of %{customdata[1]} bytes at offset %{customdata[0]}, %{customdata[3]:.1f} µs<extra></extra>',
     }));
     // (each file's first operations only, when the trace holds more than the chart can take)
     const cut = timeline.held > timeline.shown
       ? ` (the first ${timeline.per_file} operations of each file: ${timeline.shown} of ${timeline.held})` : '';
     out.push({id: 'tfd-timeline', title: `Busiest files: operations over time${cut}`, data,
-      layout: layout({showlegend: false, xaxis: amount('seconds from the session start'), yaxis: axis('file'),
+      layout: layout({showlegend: false, xaxis: amount('seconds from the session start'),
+        yaxis: axis('file', {type: 'linear', tickmode: 'array', tickvals: names.map((n, i) => i), ticktext: names,
+          range: [-0.6, names.length - 0.4], zeroline: false, showgrid: false}),
         margin: {l: 160, r: 20, t: 30, b: 40}})});
   }
   return out;

@@ -5,7 +5,7 @@
 // set as text, never parsed as HTML. The page's other modules: util.js
 // (state, helpers), verdict.js (the lead), charts.js, table.js, ranks.js
 // (a many-rank session's rank views).
-import {bytes, el, get, loadPlotly, pct, rate, seconds, state} from './util.js';
+import {bytes, el, get, keepChartLibraryCompiled, loadPlotly, pct, rate, seconds, state} from './util.js';
 import {figures, followSizes} from './charts.js';
 import {verdictFigure, verdictLine} from './verdict.js';
 import {fileTable, showStep} from './table.js';
@@ -143,17 +143,22 @@ async function draw(body, ranked) {
   const width = cellWidth(body);
   let loaded = false;
   const stop = followProgress(status, () => loaded || mine !== drawing);
+  // the chart library compiles while the answers come in; the file table's
+  // first page is asked for with them
+  const plotly = loadPlotly();
+  const table = fileTable();
+  table.catch(() => {});      // (its error is shown where the table goes)
   let answers;
   try {
     answers = await Promise.all([
-      loadPlotly(), get('summary'), get('verdict', {width}), get('steps', {width}), get('histograms'),
+      get('summary'), get('verdict', {width}), get('steps', {width}), get('histograms'),
       get('mounts', {limit: TIER_PAGE}), get('timeline'), get('advice'),
       ...(ranked ? [get('rank_heatmap', {width}), get('rank_wait', {limit: RANK_PAGE})] : [])]);
   } finally {
     loaded = true;
     stop();
   }
-  const [Plotly, summary, verdict, steps, hist, mounts, timeline, advice, heat, wait] = answers;
+  const [summary, verdict, steps, hist, mounts, timeline, advice, heat, wait] = answers;
   if (mine !== drawing) return;
   window.__tfdTimings.data = performance.now();
   body.replaceChildren(originNote(summary.origin), skippedNote(summary.skipped_logs), verdictLine(verdict), cards(summary),
@@ -163,21 +168,83 @@ async function draw(body, ranked) {
   // takes the width of a row that later holds two or three
   const boxes = figs.map((f) => el('div', {id: f.id, class: 'chart'}));
   body.append(el('div', {class: 'grid'}, ...figs.map((f, i) => el('div', {}, el('h2', {}, f.title), boxes[i]))));
-  await Promise.all(figs.map((f, i) => Plotly.newPlot(boxes[i], f.data, f.layout, {displaylogo: false})));
+  const Plotly = await plotly;
   if (mine !== drawing) return;
   followSizes(Plotly, boxes);
-  // a step in a per-step chart: its files in the table (the analysis tables keep no files per step)
-  // (not in a downsampled chart: its points are the edges of buckets of steps)
-  for (const box of boxes.filter((b, i) => !ranked && STEP_CHARTS.has(b.id) && !figs[i].downsampled)) {
-    box.on('plotly_click', (e) => { if (e.points.length) showStep(Number(e.points[0].x)); });
-  }
+  await drawInView(Plotly, figs, boxes, () => mine !== drawing, (box, i) => {
+    // a step in a per-step chart: its files in the table (the analysis tables keep no files per step)
+    // (not in a downsampled chart: its points are the edges of buckets of steps)
+    if (!ranked && STEP_CHARTS.has(box.id) && !figs[i].downsampled) {
+      box.on('plotly_click', (e) => { if (e.points.length) showStep(Number(e.points[0].x)); });
+    }
+  });
   if (ranked) await rankSection(body, Plotly, heat, wait, width);
   if (mine !== drawing) return;
   window.__tfdTimings.charts = performance.now();
-  const files = await fileTable();
+  // the table last: once it is in, every chart above it is drawn
+  let files;
+  try {
+    files = await table;
+  } catch (e) {
+    files = el('p', {class: 'error', id: 'tfd-files'}, e.message);
+  }
   if (mine !== drawing) return;
   body.append(el('h2', {}, 'Files'), files);
   window.__tfdTimings.rendered = performance.now();
+  keepChartLibraryCompiled();
+}
+
+// Each plot drawn in a task of its own, so the first is on screen before
+// the next is begun: those in view first, in page order, then the rest
+// when the browser is idle or as one is scrolled near (whichever comes
+// first). Resolves when every plot is drawn; `drawn(box, i)` after each.
+// Notes in window.__tfdTimings when the first plot and the first screen's
+// last were drawn.
+const NEAR = '200px';
+function drawInView(Plotly, figs, boxes, stale, drawn) {
+  const timings = window.__tfdTimings;
+  const inView = (i) => boxes[i].getBoundingClientRect().top < window.innerHeight;
+  const visible = new Set(boxes.map((b, i) => i).filter(inView));
+  const order = [...visible, ...boxes.map((b, i) => i).filter((i) => !visible.has(i))];
+  let firstScreen = visible.size;
+  if (!firstScreen) timings.view = performance.now();
+  return new Promise((resolve, reject) => {
+    // one scrolled near comes right after what is left of the first screen
+    const near = new IntersectionObserver((entries) => {
+      for (const e of entries) {
+        const i = boxes.indexOf(e.target), at = order.indexOf(i);
+        if (!e.isIntersecting || at < 0 || visible.has(i)) continue;
+        order.splice(at, 1);
+        order.splice(order.filter((j) => visible.has(j)).length, 0, i);
+      }
+    }, {rootMargin: NEAR});
+    boxes.forEach((b) => near.observe(b));
+    const next = async () => {
+      if (stale() || !order.length) {
+        near.disconnect();
+        resolve();
+        return;
+      }
+      const i = order.shift();
+      const began = performance.now();
+      try {
+        await Plotly.newPlot(boxes[i], figs[i].data, figs[i].layout, {displaylogo: false});
+        (timings.plots = timings.plots || {})[boxes[i].id] = performance.now() - began;
+        (timings.order = timings.order || []).push(boxes[i].id);
+      } catch (e) {
+        near.disconnect();
+        reject(e);
+        return;
+      }
+      drawn(boxes[i], i);
+      timings.first = timings.first || performance.now();
+      if (--firstScreen === 0) timings.view = performance.now();
+      // in view: the next at once (once this one is painted); below: when the browser is idle
+      if (order.length && inView(order[0])) setTimeout(next);
+      else requestIdleCallback(next, {timeout: 100});
+    };
+    next();
+  });
 }
 
 // The rank views under their filter; the filter redraws them alone. The

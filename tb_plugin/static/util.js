@@ -58,3 +58,31 @@ export function loadPlotly() {
     document.head.append(s);
   });
 }
+
+// Chromium compiles a script afresh on its first two loads and keeps the
+// compiled code from the second on (V8's code cache): the chart library
+// would compile again when the tab is next opened. Once the page is drawn,
+// in idle time, load it once more in a hidden frame of its own, so the
+// next opening finds it compiled. Once per browser and library version.
+const PRIMED = 'tfdarshan-chart-library-compiled';
+export function keepChartLibraryCompiled() {
+  let version;
+  try {
+    version = window.Plotly && window.Plotly.version;
+    if (!version || localStorage.getItem(PRIMED) === version) return;
+    localStorage.setItem(PRIMED, version);
+  } catch (e) {
+    return;                               // no storage in this browser: never load it twice
+  }
+  requestIdleCallback(() => {
+    const frame = el('iframe', {style: 'display: none', 'aria-hidden': 'true', title: 'chart library cache'});
+    frame.addEventListener('load', () => {
+      const doc = frame.contentDocument;
+      const s = doc.createElement('script');
+      s.src = new URL('./plotly.js', document.baseURI).href;
+      s.onload = s.onerror = () => frame.remove();
+      doc.head.append(s);
+    }, {once: true});
+    document.body.append(frame);
+  }, {timeout: 2000});
+}

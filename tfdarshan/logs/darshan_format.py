@@ -3,6 +3,7 @@ the `darshan` wheel) through cffi."""
 from __future__ import annotations
 
 import glob
+import operator
 import pathlib
 import struct
 from typing import List, Optional, Tuple
@@ -99,18 +100,22 @@ def pack_names(ids: np.ndarray, names: List[bytes]) -> Tuple[np.ndarray, np.ndar
     last = np.ones(len(order), dtype=bool)
     last[:-1] = ids[order][1:] != ids[order][:-1]
     order = order[last]
-    names = [names[i][:PATH_MAX - 1] for i in order.tolist()]
-    sizes = np.fromiter(map(len, names), dtype=np.int64, count=len(names))
+    lengths = np.fromiter(map(len, names), dtype=np.int64, count=len(names))
+    names = list(operator.itemgetter(*order.tolist())(names)) if len(order) > 1 else [names[i] for i in order]
+    for k in np.flatnonzero(lengths[order] >= PATH_MAX).tolist():
+        names[k] = names[k][:PATH_MAX - 1]
+    sizes = np.minimum(lengths[order], PATH_MAX - 1)
     starts = np.zeros(len(names), dtype=np.int64)
     np.cumsum(sizes[:-1] + 9, out=starts[1:])
     blob = np.zeros(max(int(sizes.sum()) + 9 * len(names), 1), dtype=np.uint8)
     if len(names):
-        blob[starts[:, None] + np.arange(8)] = ids[order].astype("<u8").view(np.uint8).reshape(-1, 8)
-        text = np.frombuffer(b"".join(names), dtype=np.uint8)
-        # the k-th byte of all the names together goes k - (its name's offset among
-        # the names) + 8 past its record's start
-        name_offsets = np.cumsum(sizes) - sizes
-        blob[np.repeat(starts + 8 - name_offsets, sizes) + np.arange(len(text))] = text
+        id_bytes = starts[:, None] + np.arange(8)
+        blob[id_bytes] = ids[order].astype("<u8").view(np.uint8).reshape(-1, 8)
+        # the names fill every byte that is neither an id nor a name's NUL, in order
+        text = np.ones(len(blob), dtype=bool)
+        text[id_bytes] = False
+        text[starts + 8 + sizes] = False
+        blob[text] = np.frombuffer(b"".join(names), dtype=np.uint8)
     return blob, starts
 
 

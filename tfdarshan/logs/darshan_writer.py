@@ -1,15 +1,15 @@
-"""Writing genuine Darshan logs with Darshan's own log library."""
+"""Writing genuine Darshan logs: what a snapshot's log holds, region by
+region, written by log_stream on every core."""
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
+import functools
 import os
 import pathlib
 import re
 import socket
 import sys
-import tempfile
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -21,9 +21,10 @@ from tfdarshan.capture import heatmap as H
 from tfdarshan.capture import mounts as M
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import DarshanLogError
-from tfdarshan.logs.darshan_format import (DXT_HEADER, EXE_LEN, HEATMAP_HEADER, HEATMAP_NAMES, MOD, MOD_VER,
-                                            PSEUDO_FS, SEGMENT, darshan_util_version, ffi, fs_bytes, library,
-                                            pack_names, record_dtype)
+from tfdarshan.logs import log_stream
+from tfdarshan.logs.log_stream import JobRecord
+from tfdarshan.logs.darshan_format import (DXT_HEADER, EXE_LEN, HEATMAP_HEADER, HEATMAP_NAMES, MOD, PSEUDO_FS,
+                                            SEGMENT, darshan_util_version, fs_bytes, pack_names, record_dtype)
 
 
 def job_id_from_environment(environ=os.environ) -> Optional[int]:
@@ -45,21 +46,6 @@ def _mounts_for_log(meta: dict, mounts: Optional[Iterable[M.Mount]]) -> List[Tup
     pairs = {(m.point, m.fstype) for m in mounts if m.fstype not in PSEUDO_FS}
     # longest mount point first, as Darshan stores them, so a prefix match finds the most specific
     return sorted(pairs, key=lambda pt: (-len(pt[0]), pt[0]))
-
-
-@dataclasses.dataclass(frozen=True)
-class JobRecord:
-    """A log's job region as put_job, put_exe and put_mounts take it: the
-    job's fields, its metadata text, the command line and the mount table
-    (fstype, mount point) as bytes, cut to Darshan's buffers."""
-    uid: int
-    start: Tuple[int, int]          # seconds, nanoseconds
-    end: Tuple[int, int]
-    nprocs: int
-    jobid: int
-    metadata: bytes
-    exe: bytes
-    mounts: List[Tuple[bytes, bytes]]
 
 
 def _sec_nsec(t: float) -> Tuple[int, int]:
@@ -95,8 +81,9 @@ def rebase_times(values: np.ndarray, by: float) -> np.ndarray:
     return np.where(values != 0, np.maximum(values - by, 1e-9), 0.0)
 
 
-CHUNK_RECORDS = 8192          # records handed to the library at a time (~5.6 MiB of POSIX)
-CHUNK_BYTES = 64 << 20        # the most of any other module's data in one call
+# records in one zlib stream (~5.6 MiB of POSIX): a stream is built and
+# deflated by one worker, so a log's streams compress on every core
+STREAM_RECORDS = 8192
 
 
 def timestamp_columns(module: str) -> List[int]:
@@ -107,72 +94,47 @@ def timestamp_columns(module: str) -> List[int]:
 def frame_records(module: str, frame: pd.DataFrame, rank: int) -> np.ndarray:
     """A snapshot frame's rows in Darshan's record layout; a `rank` column
     (a job log's) beats `rank`."""
-    ints, floats = C.names(module)
-    rec = np.zeros(len(frame), dtype=record_dtype(module))
-    rec["id"] = frame["record_id"].to_numpy(dtype=np.uint64)
-    rec["rank"] = frame["rank"].to_numpy(dtype=np.int64) if "rank" in frame else rank
-    rec["c"] = frame[list(ints)].to_numpy(dtype=np.int64)
-    rec["f"] = frame[list(floats)].to_numpy(dtype=np.float64)
-    return rec
+    return RecordSource(module, frame, rank, None).records(0, len(frame))
 
 
-def _module_chunks(module: str, frame: pd.DataFrame, t0: float, rank: int) -> Iterator[bytes]:
-    """Records in Darshan's layout, CHUNK_RECORDS at a time, times re-based to t0."""
-    stamps = timestamp_columns(module)
-    for lo in range(0, len(frame), CHUNK_RECORDS):
-        rec = frame_records(module, frame.iloc[lo:lo + CHUNK_RECORDS], rank)
-        rec["f"][:, stamps] = rebase_times(rec["f"][:, stamps], t0)
-        yield rec.tobytes()
+class RecordSource:
+    """A snapshot frame's counters as one array a column, from which any run
+    of its rows is built in Darshan's record layout. Built in parts (one a
+    stream) so no copy of a whole module's records is ever held; a part's
+    copies release the GIL, so parts are built on several threads.
+
+    t0: timestamps (0 = never) are re-based to it; None leaves them."""
+
+    def __init__(self, module: str, frame: pd.DataFrame, rank: int, t0: Optional[float]):
+        ints, floats = C.names(module)
+        self.module, self.n, self.t0 = module, len(frame), t0
+        self.ids = frame["record_id"].to_numpy(dtype=np.uint64)
+        self.rank = frame["rank"].to_numpy(dtype=np.int64) if "rank" in frame else int(rank)
+        self.ints = [frame[c].to_numpy(dtype=np.int64) for c in ints]
+        self.floats = [frame[c].to_numpy(dtype=np.float64) for c in floats]
+        self.stamps = set(timestamp_columns(module))
+
+    def records(self, lo: int, hi: int) -> np.ndarray:
+        rec = np.empty(hi - lo, dtype=record_dtype(self.module))
+        rec["id"] = self.ids[lo:hi]
+        rec["rank"] = self.rank[lo:hi] if isinstance(self.rank, np.ndarray) else self.rank
+        c, f = rec["c"], rec["f"]
+        for j, col in enumerate(self.ints):
+            c[:, j] = col[lo:hi]
+        for j, col in enumerate(self.floats):
+            f[:, j] = rebase_times(col[lo:hi], self.t0) if self.t0 is not None and j in self.stamps else col[lo:hi]
+        return rec
+
+    def parts(self, size: int = STREAM_RECORDS) -> List[Callable[[], np.ndarray]]:
+        """Functions that build the records, `size` at a time, in order."""
+        return [functools.partial(self.records, lo, min(lo + size, self.n)) for lo in range(0, self.n, size)]
 
 
-def _pieces(buf: bytes) -> Iterator[bytes]:
-    for lo in range(0, len(buf), CHUNK_BYTES):
-        yield buf[lo:lo + CHUNK_BYTES]
-
-
-class _Library:
-    """libdarshan-util's calls for one log, made in order on a thread of
-    their own: the library compresses (in C, without the GIL) while the
-    caller builds the next chunk. A call is not waited for unless the one
-    two before it is still running, which bounds the chunks held. At
-    interpreter shutdown (logs written from atexit) no thread can start:
-    the calls are then made in the caller's thread."""
-
-    def __init__(self):
-        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="tfdarshan-log-writer")
-        self._pending: List[concurrent.futures.Future] = []
-        self.ok = True
-
-    @staticmethod
-    def _run(fn, args) -> bool:
-        with _native.suppressed():          # the shim must not count its own log
-            return fn(*args) == 0
-
-    def call(self, fn, *args) -> None:
-        if not self.ok:
-            return                          # a call failed: the log is lost, the rest is moot
-        if self._pool is not None:
-            try:
-                self._pending.append(self._pool.submit(self._run, fn, args))
-            except RuntimeError:            # shutting down: no new threads
-                self._wait(0)
-                self._pool.shutdown()
-                self._pool = None
-            else:
-                self._wait(2)
-                return
-        self.ok &= self._run(fn, args)
-
-    def _wait(self, keep: int) -> None:
-        while len(self._pending) > keep:
-            self.ok &= self._pending.pop(0).result()
-
-    def finish(self) -> bool:
-        self._wait(0)
-        if self._pool is not None:
-            self._pool.shutdown()
-        return self.ok
+def _pieces(buf: bytes) -> List[Callable[[], memoryview]]:
+    """Functions that give `buf` a stream's worth at a time."""
+    view = memoryview(buf)
+    return [functools.partial(view.__getitem__, slice(lo, lo + log_stream.STREAM_BYTES))
+            for lo in range(0, len(buf), log_stream.STREAM_BYTES)]
 
 
 def dxt_buffer(dxt: pd.DataFrame, t0: float, hostname: str, rank: int) -> bytes:
@@ -218,61 +180,27 @@ def _heatmap_buffer(snap: Snapshot, t0: float, t1: float) -> Tuple[bytes, List[T
     return b"".join(parts), names
 
 
-REF_WORDS = ffi.sizeof("struct darshan_name_record_ref") // 8
-NEXT_WORD = ffi.offsetof("struct darshan_name_record_ref", "hlink") // 8 + 2   # hlink.next
+@dataclasses.dataclass
+class LogParts:
+    """What a log holds, in the order its regions are written: the name
+    region's records, then (module, its raw bytes as functions that build
+    them a stream at a time) by ascending module id."""
+    ids: np.ndarray
+    names: List[bytes]
+    modules: List[Tuple[str, List[Callable[[], object]]]]
+
+    def name_region(self) -> bytes:
+        return pack_names(self.ids, self.names)[0].tobytes() if len(self.ids) else b""
 
 
-def _name_records(ids: np.ndarray, names: List[bytes]):
-    """Darshan's name table as two numpy buffers: the records {uint64 id;
-    char name[];} back to back, and uthash refs chained through hlink.next
-    (all put_namehash walks). The caller keeps both alive while writing."""
-    blob, starts = pack_names(ids, names)
-    refs = np.zeros((max(1, len(starts)), REF_WORDS), dtype=np.uint64)
-    if len(starts):
-        refs[:, 0] = blob.ctypes.data + starts.astype(np.uint64)
-        nxt = refs.ctypes.data + np.arange(1, len(starts) + 1, dtype=np.uint64) * (REF_WORDS * 8)
-        nxt[-1] = 0
-        refs[:, NEXT_WORD] = nxt
-    return blob, refs
-
-
-def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid: Optional[int] = None,
-                      mounts: Optional[Iterable[M.Mount]] = None, metadata: Optional[Dict[str, str]] = None,
-                      heatmap: bool = True, rank: int = 0, nprocs: int = 1) -> pathlib.Path:
-    """Write `snap` as a Darshan log (format 3.41, modules POSIX, STDIO,
-    DXT_POSIX when traced, HEATMAP). The file appears complete or not at all.
-
-    rank: the rank every record is tagged with (a frame's `rank` column,
-    as a job log has, wins); nprocs: the job's process count.
-
-    Times in the log are relative to the snapshot's start (the job start).
-    An existing file is not overwritten."""
-    path = pathlib.Path(path)
-    if path.exists():
-        raise DarshanLogError(f"{path}: already exists; not overwriting")
-    if not path.parent.is_dir():
-        raise DarshanLogError(f"{path}: directory {path.parent} does not exist")
-    ranks = [int(rank)] + [int(f["rank"].max()) for f in (snap.posix, snap.stdio, snap.dxt) if "rank" in f and len(f)]
-    if max(ranks) >= nprocs:
-        # libdarshan-util's readers abort the process on such a log
-        raise DarshanLogError(f"{path}: a record of rank {max(ranks)} in a log of {nprocs} process(es)")
-    lib = library()
+def log_parts(snap: Snapshot, *, heatmap: bool = True, rank: int = 0) -> LogParts:
+    """The regions a log of `snap` holds after its job region (see write_darshan_log)."""
     t0, t1 = snap.start, max(snap.end, snap.start)
-    rec = job_record(snap.meta, t0, t1, exe=exe, jobid=jobid, mounts=mounts, metadata=metadata, nprocs=nprocs)
-    job = ffi.new("struct darshan_job *")
-    job.uid, job.nprocs, job.jobid = rec.uid, rec.nprocs, rec.jobid
-    job.start_time_sec, job.start_time_nsec = rec.start
-    job.end_time_sec, job.end_time_nsec = rec.end
-    job.metadata = rec.metadata
-    exe_buf = ffi.new("char[]", rec.exe)
-    mnt = ffi.new("struct darshan_mnt_info[]", max(1, len(rec.mounts)))
-    for i, (fstype, point) in enumerate(rec.mounts):
-        mnt[i].mnt_type, mnt[i].mnt_path = fstype, point
-    hostname = str(snap.meta.get("hostname", socket.gethostname()))
-
-    modules = [(m, _module_chunks(m, snap.frame(m), t0, rank)) for m in ("POSIX", "STDIO") if len(snap.frame(m))]
+    modules = [(m, RecordSource(m, snap.frame(m), rank, t0).parts()) for m in ("POSIX", "STDIO")
+               if len(snap.frame(m))]
     ids = [snap.frame(m)["record_id"].to_numpy(dtype=np.uint64) for m in ("POSIX", "STDIO")]
     names = fs_bytes(snap.frame("POSIX")["path"]) + fs_bytes(snap.frame("STDIO")["path"])
+    hostname = str(snap.meta.get("hostname", socket.gethostname()))
     dxt = snap._dxt
     if len(dxt) and "rank" in dxt:
         # a job log's trace: one DXT record per file and rank, as each rank wrote it
@@ -286,49 +214,67 @@ def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid:
             modules.append(("HEATMAP", _pieces(buf)))
         ids.append(np.array([rid for rid, _ in heat_names], dtype=np.uint64))
         names += [n.encode() for _, n in heat_names]
+    return LogParts(np.concatenate(ids), names, sorted(modules, key=lambda m: MOD[m[0]]))
 
-    name_blob, refs = _name_records(np.concatenate(ids), names)
 
-    fd_tmp, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd_tmp)
-    os.unlink(tmp_name)      # darshan_log_create insists on creating the file itself
-    with _native.suppressed():
-        fd = lib.darshan_log_create(os.fsencode(tmp_name), 0, 0)
-    if fd == ffi.NULL:
-        raise DarshanLogError(f"{path}: libdarshan-util could not create the log")
-    calls = _Library()
+def check_destination(path: pathlib.Path, snap: Snapshot, rank: int, nprocs: int) -> None:
+    """DarshanLogError unless a log of `snap` may be written at `path`."""
+    if path.exists():
+        raise DarshanLogError(f"{path}: already exists; not overwriting")
+    if not path.parent.is_dir():
+        raise DarshanLogError(f"{path}: directory {path.parent} does not exist")
+    ranks = [int(rank)] + [int(f["rank"].max()) for f in (snap.posix, snap.stdio, snap.dxt) if "rank" in f and len(f)]
+    if max(ranks) >= nprocs:
+        # libdarshan-util's readers abort the process on such a log
+        raise DarshanLogError(f"{path}: a record of rank {max(ranks)} in a log of {nprocs} process(es)")
+
+
+def _deflated(item):
+    """(region, one zlib stream of what `build` makes; nothing for nothing)."""
+    region, build = item
+    raw = build()
+    return region, log_stream.deflate(raw) if len(raw) else b""
+
+
+def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid: Optional[int] = None,
+                      mounts: Optional[Iterable[M.Mount]] = None, metadata: Optional[Dict[str, str]] = None,
+                      heatmap: bool = True, rank: int = 0, nprocs: int = 1) -> pathlib.Path:
+    """Write `snap` as a Darshan log (format 3.41, modules POSIX, STDIO,
+    DXT_POSIX when traced, HEATMAP). The file appears complete or not at all.
+
+    rank: the rank every record is tagged with (a frame's `rank` column,
+    as a job log has, wins); nprocs: the job's process count.
+
+    Times in the log are relative to the snapshot's start (the job start).
+    An existing file is not overwritten.
+
+    Written by log_stream (each region a run of zlib streams, built and
+    deflated on every core), byte for byte what libdarshan-util's writer
+    would store once inflated (tests/libdarshan_util_writer.py)."""
+    path = pathlib.Path(path)
+    check_destination(path, snap, rank, nprocs)
+    rec = job_record(snap.meta, snap.start, max(snap.end, snap.start), exe=exe, jobid=jobid, mounts=mounts,
+                     metadata=metadata, nprocs=nprocs)
+    parts = log_parts(snap, heatmap=heatmap, rank=rank)
+    # every stream in the order the file holds them: the job region, the
+    # names, then each module's; built and deflated ahead on the workers
+    streams = [(-2, functools.partial(log_stream.job_region, rec)), (-1, parts.name_region)]
+    streams += [(MOD[module], build) for module, builds in parts.modules for build in builds]
+    workers = os.cpu_count() or 1
     try:
-        calls.call(lib.darshan_log_put_job, fd, job)
-        calls.call(lib.darshan_log_put_exe, fd, exe_buf)
-        calls.call(lib.darshan_log_put_mounts, fd, mnt, len(rec.mounts))
-        if len(names):
-            calls.call(lib.darshan_log_put_namehash, fd, ffi.cast("struct darshan_name_record_ref *",
-                                                                   refs.ctypes.data))
-        # modules by ascending id, as the format wants; each chunk is built
-        # while the library compresses the one before
-        for module, chunks in sorted(modules, key=lambda m: MOD[m[0]]):
-            for chunk in chunks:
-                calls.call(lib.darshan_log_put_mod, fd, MOD[module], ffi.from_buffer(chunk), len(chunk),
-                           MOD_VER[module])
+        writer = log_stream.StreamWriter(path)
+    except OSError as e:
+        raise DarshanLogError(f"{path}: cannot write the log ({e.strerror})") from None
+    try:
+        with log_stream.workers(workers) as pool:
+            for region, stream in log_stream.in_order(pool, _deflated, streams, 2 * workers):
+                if region != writer.region:
+                    writer.start(region)
+                writer.write(stream)
+        return writer.close()
+    except OSError as e:            # a full disk, a quota: one clear line, no half-written file
+        writer.abandon()
+        raise DarshanLogError(f"{path}: cannot write the log ({e.strerror or e})") from None
     except BaseException:
-        calls.ok = False
+        writer.abandon()
         raise
-    finally:
-        ok = calls.finish()
-        with _native.suppressed():
-            lib.darshan_log_close(fd)
-        if not ok:
-            _unlink_quietly(tmp_name)
-    del name_blob, refs                     # kept alive until the library was done with them
-    if not ok:
-        raise DarshanLogError(f"{path}: libdarshan-util failed while writing the log")
-    os.replace(tmp_name, path)
-    return path
-
-
-def _unlink_quietly(p):
-    try:
-        os.chmod(p, 0o600)
-        os.unlink(p)
-    except OSError:
-        pass
