@@ -13,6 +13,7 @@ import pandas as pd
 from tfdarshan.analysis.analyze import ensure_tables, rank_logs, skipped_logs, tables_fresh
 from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
+from tfdarshan.capture import served as SV
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan.logs.logdir import Session
 from tfdarshan.advice.file_table import tiers_of
@@ -66,3 +67,5 @@ class RankSessionData:
         cov = self.ranks[list(COVERAGE)].dropna(subset=["counted_bytes", "kernel_bytes"])
         self.coverage = coverage_card([{k: v for k, v in r.items() if v == v} for r in cov.to_dict("records")])
         self.advice = read_json(session.directory / "advice.json")
+        # what serving staged copies did, beside each rank's log (a few KB each)
+        self.served = SV.combine([SV.read_beside(session.directory / f"{log}.darshan") for log in self.ranks["log"]])

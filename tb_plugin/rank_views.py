@@ -62,6 +62,7 @@ def summary(d: RankSessionData) -> Dict:
     out["origin"] = views.origin(d.job_metadata)
     out["skipped_logs"] = d.skipped_logs
     out["coverage"] = d.coverage
+    out["served"] = views.served_note(d.served)
     return out
 
 

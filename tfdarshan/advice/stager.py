@@ -5,8 +5,11 @@ stager copies each to `<destination>.partial`, checks the copy's checksum
 against the manifest's, and only then renames it into place and records it
 in the staging map. It never writes over an existing file or touches a
 source, refuses when the destination lacks room, and resumes where an
-interrupted run stopped. `staged_paths(paths)` gives a tf.data pipeline the
-staged copies."""
+interrupted run stopped. A copy keeps its source's permission bits and
+mtime, and what this host now holds is recorded with the source's size and
+mtime (capture/served.py's held file), which `tfdarshan run --staged`
+serves from inside the shim. `staged_paths(paths)` gives a tf.data pipeline
+the staged copies by their own paths instead."""
 from __future__ import annotations
 
 import hashlib
@@ -19,7 +22,8 @@ import socket
 import time
 from typing import Dict, Iterable, List, Optional
 
-from tfdarshan.capture import _native
+from tfdarshan.capture import _native, served
+from tfdarshan.capture.served import staging_map_path  # noqa: F401 (where it always was)
 from tfdarshan.errors import TfdarshanError
 
 FORMAT = "tfdarshan.manifest/1"
@@ -36,14 +40,6 @@ def sha256_of(path, chunk: int = CHUNK) -> str:
             if not b:
                 return h.hexdigest()
             h.update(b)
-
-
-def staging_map_path() -> pathlib.Path:
-    """Where staged copies are recorded: $TFDARSHAN_STAGING_MAP or
-    ~/.local/share/tfdarshan/staged.json."""
-    p = os.environ.get("TFDARSHAN_STAGING_MAP") or os.path.join(
-        os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "tfdarshan", "staged.json")
-    return pathlib.Path(p)
 
 
 def _load_json(path: pathlib.Path, what: str, kind=None):
@@ -200,9 +196,13 @@ def stage(manifest_path, *, progress: bool = True, node: Optional[str] = None) -
         raise TfdarshanError(f"{state_path}: unreadable staging state (done is not a JSON object)")
     result = StageResult()
     todo = []
+    held = served.read_held()
+    unheld: Dict[str, Dict] = {}        # staged here earlier, not yet in the held file
     for e in entries:
         if done.get(e["destination"]) == e["sha256"] and os.path.exists(e["destination"]):
             result.skipped.append(e)
+            if held.get(e["source"], {}).get("copy") != e["destination"]:
+                unheld.update(_held_now(e))
         else:
             todo.append(e)
     need = sum(e["size"] for e in todo)
@@ -223,8 +223,9 @@ def stage(manifest_path, *, progress: bool = True, node: Optional[str] = None) -
     last_flush = time.monotonic()
 
     def flush():
-        # copies reach the disk before the state and the map say they exist;
-        # one sync a second, not an fsync and two JSON rewrites per file
+        # copies reach the disk before the state, the map and the held file
+        # say they exist; one sync a second, not an fsync and three JSON
+        # rewrites per file
         nonlocal last_flush
         last_flush = time.monotonic()
         if unrecorded:
@@ -232,10 +233,13 @@ def stage(manifest_path, *, progress: bool = True, node: Optional[str] = None) -
             _write_json(state_path, {"done": done})
             _record_mapping(dict(unrecorded))
             unrecorded.clear()
+        if unheld:
+            served.record_held(dict(unheld))
+            unheld.clear()
 
     with _native.suppressed():
         try:
-            _stage_all(todo, root, root_id, done, unrecorded, result, bar,
+            _stage_all(todo, root, root_id, done, unrecorded, unheld, result, bar,
                        lambda: time.monotonic() - last_flush > FLUSH_SECONDS and flush())
         finally:
             flush()
@@ -245,11 +249,11 @@ def stage(manifest_path, *, progress: bool = True, node: Optional[str] = None) -
     return result
 
 
-def _stage_all(todo, root, root_id, done, unrecorded, result, bar, maybe_flush) -> None:
+def _stage_all(todo, root, root_id, done, unrecorded, unheld, result, bar, maybe_flush) -> None:
     for e in todo:
         try:
             _check_root(root, root_id)
-            _stage_one(e)
+            unheld.update(_stage_one(e))
             done[e["destination"]] = e["sha256"]
             unrecorded[e["source"]] = e["destination"]
             result.staged.append(e)
@@ -334,7 +338,27 @@ def _check_root(root: str, root_id) -> None:
         raise _Vanished(f"the staging directory {root} was replaced; stopped")
 
 
-def _stage_one(e: Dict) -> None:
+def _held(e: Dict, source: os.stat_result) -> Dict[str, Dict]:
+    """What the held file says of a copy in place: the source's size and
+    mtime as they were when it was staged, the copy's own mtime."""
+    return {e["source"]: {"copy": e["destination"], "size": source.st_size, "mtime_ns": source.st_mtime_ns,
+                          "copy_mtime_ns": os.stat(e["destination"]).st_mtime_ns, "staged_at": time.time()}}
+
+
+def _held_now(e: Dict) -> Dict[str, Dict]:
+    """A copy staged before the held file existed, when source and copy still
+    have the manifest's size (else it is not recorded, and not served)."""
+    try:
+        st = os.stat(e["source"])
+        if st.st_size == e["size"] == os.stat(e["destination"]).st_size:
+            return _held(e, st)
+    except OSError:
+        pass
+    return {}
+
+
+def _stage_one(e: Dict) -> Dict[str, Dict]:
+    """Copy one entry; what the held file records of it."""
     src, dst = e["source"], e["destination"]
     try:
         st = os.stat(src)
@@ -345,7 +369,7 @@ def _stage_one(e: Dict) -> None:
     if os.path.lexists(dst):
         # not ours to overwrite; adopt it only if it already is the right copy
         if os.path.isfile(dst) and not os.path.islink(dst) and sha256_of(dst) == e["sha256"]:
-            return
+            return _held(e, st)
         raise _Refused(f"{dst} exists and is not this file's copy; not overwriting")
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     partial = dst + ".partial"
@@ -364,9 +388,16 @@ def _stage_one(e: Dict) -> None:
         # the copy itself, read back, must match before it counts as staged
         if sha256_of(partial) != e["sha256"]:
             raise _Refused(f"the copy {dst} does not match its source; not staged")
+        after = os.stat(src)
+        if (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
+            raise _Refused(f"source {src} changed while it was copied; not staged")
+        # a stat of the copy answers as the source's would, but for the inode
+        os.chmod(partial, st.st_mode & 0o777)
+        os.utime(partial, ns=(st.st_atime_ns, st.st_mtime_ns))
         if os.path.lexists(dst):
             raise _Refused(f"{dst} appeared while copying; not overwriting")
         os.rename(partial, dst)
+        return _held(e, st)
     except BaseException:
         try:
             os.unlink(partial)

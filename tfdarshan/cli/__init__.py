@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:
+        from tfdarshan.cli.run import normalize_argv
+        argv = ["run"] + normalize_argv(argv[1:])
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
