@@ -61,9 +61,6 @@ def latest_values(parts: List[np.ndarray]) -> np.ndarray:
     np.maximum.at(newest, rows[:, 0], chunk)
     return rows[chunk == newest[rows[:, 0]]]
 
-    def delta(self, field: str) -> np.ndarray:
-        return self.after[:, R[field]] - self.before[:, R[field]]
-
 
 # column groups of the extremes, by how they combine
 _FIRST = [j for j, f in enumerate(EXT_FIELDS) if f.endswith("_START")]
@@ -147,8 +144,7 @@ class Recorder:
                             trace_memory=trace_memory, kernel_io=kernel_io, staged=staged)
         with self._lock:
             self._after_fork()
-            if s.staged and not _native.is_attached():
-                # loaded before the first patched call, so the program's first open is served
+            if s.staged and not _native.is_attached():      # before the first patched call
                 served.serve(s.staged, check_ahead=s.staged_check_ahead)
             fresh = _native.attach(record_cap=s.record_cap, include=s.include, exclude=s.exclude,
                                    exclude_suffixes=s.exclude_suffixes, trace=s.trace,
@@ -300,8 +296,7 @@ class Recorder:
         snap = self.snapshot_of(idx, self._cum[idx], self._ext[idx], self.values(),
                                 {"seq": seq, "end": end, "recorder": id(self)}, self._heat.rows(),
                                 self._window_extremes)
-        if served.loaded():
-            snap.meta["served"] = served.snapshot_meta(snap.posix, snap.stdio)
+        snap.meta.update({"served": m} if (m := served.snapshot_meta(snap.posix, snap.stdio)) else {})
         self._live[seq] += 1
         weakref.finalize(snap, self._release, seq)
         return snap
