@@ -91,11 +91,15 @@ def record_held(new: Dict[str, Dict], host: Optional[str] = None) -> None:
 
 
 def manifest_sources(path) -> set:
-    """The sources a staging manifest lists (only what serving needs of it)."""
+    """The sources a staging manifest lists (only what serving needs of it);
+    of a per-node manifest, this node's part: each node serves its own."""
     p = pathlib.Path(path)
     try:
         m = json.loads(p.read_text(encoding="utf-8"))
-        return {e["source"] for e in m["entries"]}
+        sources = {e["source"] for e in m["entries"]}
+        if isinstance(m.get("nodes"), dict):
+            sources &= set(m["nodes"].get(node()) or ())
+        return sources
     except FileNotFoundError:
         raise TfdarshanError(f"{p}: no such manifest") from None
     except (OSError, ValueError, UnicodeDecodeError, RecursionError, KeyError, TypeError) as e:

@@ -180,9 +180,10 @@ class WholeRun:
         os.environ["TFDARSHAN_CHILD"] = "1"
         snap = RECORDER.snapshot()
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        log = self.run_dir / f"{session_mod.output_stem(self.run_dir)}.darshan"
         with _native.suppressed():
-            write_darshan_log(snap, self.run_dir / f"{session_mod.output_stem(self.run_dir)}.darshan",
-                              metadata={"source": "child", "parent_pid": str(self.pid)})
+            served.write_beside(snap.meta.get("served"), log)
+            write_darshan_log(snap, log, metadata={"source": "child", "parent_pid": str(self.pid)})
 
 
 _finishing = False
