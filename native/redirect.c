@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "paths.h"
@@ -24,6 +25,7 @@ static void look_up(tfd_serving *sv, int dirfd, const char *path, int module)
     sv->path = path;
     sv->dirfd = dirfd;
     sv->source_count = -1;
+    sv->writes = 0;
     if (!path || !*path || thread_suppressed())
         return;
     const char *p = path;
@@ -48,19 +50,29 @@ static void look_up(tfd_serving *sv, int dirfd, const char *path, int module)
 
 /* --------------------------------------------------------------- opening */
 
+/* A descriptor opened for writing: if its file is a source being served
+ * (by whichever name it was opened), that source is never served again. */
+static void written_descriptor(int fd)
+{
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        staged_written_inode((uint64_t)st.st_dev, (uint64_t)st.st_ino);
+}
+
 const char *redirect_open_begin(tfd_serving *sv, int dirfd, const char *path, int flags)
 {
     int e = errno;
     const char *copy = NULL;
     look_up(sv, dirfd, path, TFD_MODULE_POSIX);
+    sv->writes = path && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC));
     if (sv->entry) {
-        if ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC | O_APPEND))) {
-            staged_refuse(sv->entry, TFD_STAGED_WRITTEN);   /* never redirected, never served again */
-            sv->source_count = STAGED_SOURCE_OPENS;
-        } else if (!(flags & (O_DIRECTORY | O_PATH))) {     /* (O_TMPFILE holds O_DIRECTORY) */
+        sv->source_count = STAGED_SOURCE_OPENS;
+        if (sv->writes)
+            staged_written(sv->entry);                      /* never redirected, never served again */
+        else if (!(flags & (O_CREAT | O_APPEND | O_DIRECTORY | O_PATH)))   /* (O_TMPFILE holds O_DIRECTORY) */
             copy = staged_copy_to_serve(sv->entry, sv->copy, sizeof(sv->copy), flags & O_NOFOLLOW);
-            sv->source_count = STAGED_SOURCE_OPENS;
-        }
+        else if (flags & (O_DIRECTORY | O_PATH))
+            sv->source_count = -1;                          /* reads nothing: not counted */
     }
     sv->errno_before = e;
     errno = e;
@@ -90,6 +102,8 @@ void redirect_opened_source(tfd_serving *sv, int fd, int64_t mode, uint64_t t1, 
     if (fd < 0)
         return;
     int e = errno;
+    if (sv->writes)
+        written_descriptor(fd);
     if (sv->rec)
         tfd_posix_open_rec(fd, sv->rec, mode, t1, t2);
     else
@@ -104,10 +118,11 @@ const char *redirect_fopen_begin(tfd_serving *sv, const char *path, const char *
     int e = errno;
     const char *copy = NULL;
     look_up(sv, AT_FDCWD, mode ? path : NULL, TFD_MODULE_STDIO);
+    sv->writes = path && mode && (mode[0] != 'r' || strchr(mode, '+'));
     if (sv->entry) {
         sv->source_count = STAGED_SOURCE_OPENS;
-        if (mode[0] != 'r' || strchr(mode, '+'))
-            staged_refuse(sv->entry, TFD_STAGED_WRITTEN);
+        if (sv->writes)
+            staged_written(sv->entry);
         else
             copy = staged_copy_to_serve(sv->entry, sv->copy, sizeof(sv->copy), 0);
     }
@@ -139,6 +154,8 @@ void redirect_fopened_source(tfd_serving *sv, FILE *f, uint64_t t1, uint64_t t2)
     if (!f)
         return;
     int e = errno;
+    if (sv->writes)
+        written_descriptor(fileno(f));
     if (sv->rec)
         tfd_stdio_open_rec(f, sv->rec, t1, t2);
     else
@@ -235,6 +252,38 @@ const char *redirect_served_source(int dirfd, const char *path)
         return NULL;
     target[n] = '\0';
     return staged_source_of_served_copy(target, (size_t)n);
+}
+
+void redirect_truncated(const char *path)
+{
+    struct stat st;
+    tfd_serving sv;
+    look_up(&sv, AT_FDCWD, path, TFD_MODULE_POSIX);
+    if (sv.entry)
+        staged_written(sv.entry);
+    if (path && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+        staged_written_inode((uint64_t)st.st_dev, (uint64_t)st.st_ino);
+}
+
+void redirect_stream_written(FILE *f, const char *mode)
+{
+    if (f && mode && (mode[0] != 'r' || strchr(mode, '+')))
+        written_descriptor(fileno(f));
+}
+
+const char *redirect_reopened_source(FILE *stream, const char *mode, char *buf, size_t len)
+{
+    if (!stream || !mode || thread_suppressed())
+        return NULL;
+    int e = errno;
+    char link[48];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fileno(stream));
+    const char *source = redirect_served_source(AT_FDCWD, link);
+    errno = e;
+    if (!source || strlen(source) + 1 > len)
+        return NULL;
+    memcpy(buf, source, strlen(source) + 1);
+    return buf;
 }
 
 ssize_t redirect_readlink(int dirfd, const char *path, char *buf, size_t size, ssize_t got)

@@ -29,6 +29,7 @@ typedef struct tfd_serving {
     int dirfd;
     int errno_before;
     int source_count;           /* STAGED_SOURCE_OPENS/STATS to count when the source's call succeeds; -1: none */
+    int writes;                 /* an open for writing: whatever file it opens stops being served */
     char clean[PATH_MAX];
     char copy[PATH_MAX];
 } tfd_serving;
@@ -49,9 +50,16 @@ const char *redirect_stat_begin(tfd_serving *sv, int dirfd, const char *path, in
 int redirect_statted_copy(tfd_serving *sv, int rc, int is_reg, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void redirect_statted_source(tfd_serving *sv, int rc, int is_reg, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 
-/* a call that changed the file at path (a write elsewhere than open,
- * rename, unlink, truncate) succeeded: its staged copy is never served again */
+/* a call that changed what path names (rename, unlink) succeeded: its
+ * staged copy is never served again */
 void redirect_written(int dirfd, const char *path) TFD_HIDDEN;
+/* truncate: the file's content changed, by whichever of its names */
+void redirect_truncated(const char *path) TFD_HIDDEN;
+/* freopen(NULL, mode, stream) of a stream served from a copy reopens its
+ * source (the file the program opened); else NULL */
+const char *redirect_reopened_source(FILE *stream, const char *mode, char *buf, size_t len) TFD_HIDDEN;
+/* a stream (re)opened for writing: the file it opened stops being served */
+void redirect_stream_written(FILE *f, const char *mode) TFD_HIDDEN;
 /* A readlink of path gave buf[0..got): a /proc/self/fd link to a copy this
  * process served names the source instead, as it would without us. The
  * bytes now in buf. */

@@ -2,6 +2,7 @@
  * serving each did. */
 #include "staged.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -35,6 +36,7 @@ struct tfd_staged {
     int32_t state;              /* STAGED_UNCHECKED, STAGED_SERVING or a refusal */
     int64_t index;
     staged_use *use;
+    uint64_t dev, ino;          /* the source's, once its check passed */
 };
 
 struct staged_table {
@@ -43,6 +45,7 @@ struct staged_table {
     uint64_t mask;
     uint32_t *by_source;        /* entry index + 1; 0: an empty slot */
     uint32_t *by_copy;
+    uint32_t *by_inode;         /* the sources being served, by device and inode (filled by checks) */
     char *arena;
     staged_use *used;           /* newest first */
 };
@@ -133,6 +136,7 @@ static void free_table(staged_table *t)
     free(t->entries);
     free(t->by_source);
     free(t->by_copy);
+    free(t->by_inode);
     free(t->arena);
     free(t);
 }
@@ -177,9 +181,10 @@ static staged_table *build(const tfd_staged_spec *s, char *err, size_t err_len)
         t->entries = calloc((size_t)s->n + 1, sizeof(tfd_staged));
         t->by_source = calloc(cap, sizeof(uint32_t));
         t->by_copy = calloc(cap, sizeof(uint32_t));
+        t->by_inode = calloc(cap, sizeof(uint32_t));
         t->arena = malloc(bytes + 1);
     }
-    if (!t || !t->entries || !t->by_source || !t->by_copy || !t->arena) {
+    if (!t || !t->entries || !t->by_source || !t->by_copy || !t->by_inode || !t->arena) {
         free_table(t);
         snprintf(err, err_len, "cannot allocate the table of %lld staged copies", (long long)s->n);
         return NULL;
@@ -284,6 +289,54 @@ void staged_refuse(tfd_staged *e, int state)
     __atomic_store_n(&e->state, state, __ATOMIC_RELEASE);
 }
 
+/* The descriptors this process has open on e's copy, put back on its source
+ * (the same number, offset, status flags and close-on-exec), so that they
+ * see the change the program is making to it, as they would have without
+ * us. Mappings of the copy stay on the copy. */
+static void repoint(tfd_staged *e) TFD_COLD;
+static void repoint(tfd_staged *e)
+{
+    char copy[PATH_MAX], link[64], target[PATH_MAX];
+    size_t n = copy_path(e, copy, sizeof(copy));
+    DIR *d = n ? opendir("/proc/self/fd") : NULL;
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char *end;
+        long fd = strtol(de->d_name, &end, 10);
+        if (*end || fd < 0 || fd == dirfd(d))
+            continue;
+        snprintf(link, sizeof(link), "/proc/self/fd/%ld", fd);
+        ssize_t got = readlink(link, target, sizeof(target));
+        if (got != (ssize_t)n || memcmp(target, copy, n) != 0)
+            continue;
+        int fl = fcntl((int)fd, F_GETFL), fdfl = fcntl((int)fd, F_GETFD);
+        off_t off = lseek((int)fd, 0, SEEK_CUR);
+        int src = fl < 0 ? -1 : open(e->source, fl & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY));
+        if (src < 0)
+            continue;
+        if (off > 0)
+            lseek(src, off, SEEK_SET);
+        dup3(src, (int)fd, fdfl >= 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+        close(src);
+    }
+    closedir(d);
+}
+
+void staged_written(tfd_staged *e)
+{
+    int was = __atomic_exchange_n(&e->state, TFD_STAGED_WRITTEN, __ATOMIC_ACQ_REL);
+    use_of(e);
+    staged_use *u = __atomic_load_n(&e->use, __ATOMIC_ACQUIRE);
+    if (was == STAGED_SERVING && u && (__atomic_load_n(&u->count[STAGED_SERVED_OPENS], __ATOMIC_RELAXED) ||
+                                       __atomic_load_n(&u->count[STAGED_SERVED_FOPENS], __ATOMIC_RELAXED))) {
+        int saved = errno;
+        repoint(e);
+        errno = saved;
+    }
+}
+
 void staged_copy_failed(tfd_staged *e, int what, int err)
 {
     staged_count(e, what);
@@ -306,6 +359,45 @@ static int raw_stat(const char *p, struct stat *st, int nofollow)
 static int64_t mtime_ns(const struct stat *st)
 {
     return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+static uint64_t inode_hash(uint64_t dev, uint64_t ino)
+{
+    uint64_t h = (dev * 0x9e3779b97f4a7c15ull) ^ (ino * 0xbf58476d1ce4e5b9ull);
+    return h ^ (h >> 31);
+}
+
+/* a source now served, findable by its inode: a write through another name
+ * of it (a link, a /proc/self/fd path) must stop its serving too */
+static void remember_inode(tfd_staged *e, uint64_t dev, uint64_t ino)
+{
+    staged_table *t = current();
+    if (!t || e < t->entries || e >= t->entries + t->n)
+        return;
+    e->dev = dev;
+    e->ino = ino;
+    uint32_t mine = (uint32_t)(e - t->entries) + 1;
+    for (uint64_t i = inode_hash(dev, ino) & t->mask;; i = (i + 1) & t->mask) {
+        uint32_t k = 0;
+        if (__atomic_compare_exchange_n(&t->by_inode[i], &k, mine, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE) ||
+            k == mine)
+            return;
+    }
+}
+
+void staged_written_inode(uint64_t dev, uint64_t ino)
+{
+    staged_table *t = current();
+    if (!t)
+        return;
+    for (uint64_t i = inode_hash(dev, ino) & t->mask;; i = (i + 1) & t->mask) {
+        uint32_t k = __atomic_load_n(&t->by_inode[i], __ATOMIC_ACQUIRE);
+        if (!k)
+            return;
+        tfd_staged *e = &t->entries[k - 1];
+        if (e->dev == dev && e->ino == ino)
+            staged_written(e);
+    }
 }
 
 /* The first use of e: is its source still what was staged, and is the copy
@@ -333,6 +425,8 @@ static int check(tfd_staged *e)
     errno = saved;
     use_of(e);
     __atomic_store_n(&e->source_is_link, link, __ATOMIC_RELAXED);
+    if (state == TFD_STAGED_SERVING)
+        remember_inode(e, (uint64_t)s.st_dev, (uint64_t)s.st_ino);
     int expected = STAGED_UNCHECKED;
     if (!__atomic_compare_exchange_n(&e->state, &expected, state, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return expected;

@@ -48,6 +48,12 @@ const char *staged_copy_to_serve(tfd_staged *e, char *buf, size_t len, int nofol
 void staged_count(tfd_staged *e, int what) TFD_HIDDEN;
 /* never serve e again in this process (state: a TFD_STAGED_* refusal) */
 void staged_refuse(tfd_staged *e, int state) TFD_HIDDEN;
+/* the program is changing e's source (a write, a truncation): never served
+ * again, and the descriptors served from its copy are put on the source */
+void staged_written(tfd_staged *e) TFD_HIDDEN;
+/* the file (device, inode) was opened for writing or truncated, by any of
+ * its names: a source being served that it is is never served again */
+void staged_written_inode(uint64_t dev, uint64_t ino) TFD_HIDDEN;
 /* An open or stat of e's copy failed with err: counted (what), and e is
  * refused unless the error says nothing about the copy (EINTR, EMFILE, ...). */
 void staged_copy_failed(tfd_staged *e, int what, int err) TFD_HIDDEN;

@@ -126,10 +126,13 @@ OPEN_FIXED_STAGED(__openat_2, (int dirfd, const char *path, int flags), (dirfd, 
                   STAGED_OPEN(dirfd, path, flags, 0, CALL_OPENAT2))
 OPEN_FIXED_STAGED(__openat64_2, (int dirfd, const char *path, int flags), (dirfd, path, flags), dirfd, path, 0,
                   STAGED_OPEN(dirfd, path, flags, 0, CALL_OPENAT64_2))
+#define CREAT_FLAGS (O_CREAT | O_WRONLY | O_TRUNC)
+#define CALL_CREAT(p) tfd_real_creat(p, mode)
+#define CALL_CREAT64(p) tfd_real_creat64(p, mode)
 OPEN_FIXED_STAGED(creat, (const char *path, mode_t mode), (path, mode), AT_FDCWD, path, (int64_t)mode,
-                  STAGED_WRITTEN(AT_FDCWD, path))
+                  STAGED_OPEN(AT_FDCWD, path, CREAT_FLAGS, (int64_t)mode, CALL_CREAT))
 OPEN_FIXED_STAGED(creat64, (const char *path, mode_t mode), (path, mode), AT_FDCWD, path, (int64_t)mode,
-                  STAGED_WRITTEN(AT_FDCWD, path))
+                  STAGED_OPEN(AT_FDCWD, path, CREAT_FLAGS, (int64_t)mode, CALL_CREAT64))
 /* mkstemp and friends fill in the template: record the name they chose */
 OPEN_FIXED(mkstemp, (char *tmpl), (tmpl), AT_FDCWD, tmpl, 0)
 OPEN_FIXED(mkostemp, (char *tmpl, int flags), (tmpl, flags), AT_FDCWD, tmpl, 0)
@@ -381,14 +384,22 @@ int tfd_w_rename(const char *oldpath, const char *newpath)
 FOPEN_WRAPPER(fopen)
 FOPEN_WRAPPER(fopen64)
 
+/* a stream served from a copy, reopened by freopen(NULL, ...), reopens its source */
 #define FREOPEN_WRAPPER(name)                                                \
     FILE *tfd_w_##name(const char *path, const char *mode, FILE *stream)     \
     {                                                                        \
         if (IDLE())                                                          \
             return tfd_real_##name(path, mode, stream);                      \
+        char source_[PATH_MAX];                                              \
+        if (!path && staged_loaded())                                        \
+            path = redirect_reopened_source(stream, mode, source_, sizeof(source_)); \
         TIMED(tfd_real_##name(path, mode, stream));                          \
         if (r && path)                                                       \
             KEEP_ERRNO(tfd_stdio_open(r, path, t1, t2));                     \
+        if (r && staged_loaded()) {                                          \
+            STAGED_WRITTEN(AT_FDCWD, mode && (mode[0] != 'r' || strchr(mode, '+')) ? path : NULL); \
+            KEEP_ERRNO(redirect_stream_written(r, mode));                    \
+        }                                                                    \
         return r;                                                            \
     }
 FREOPEN_WRAPPER(freopen)

@@ -24,8 +24,16 @@
 CHANGE_WRAPPER(unlink, (const char *path), (path), AT_FDCWD, path)
 CHANGE_WRAPPER(unlinkat, (int dirfd, const char *path, int flags), (dirfd, path, flags), dirfd, path)
 CHANGE_WRAPPER(remove, (const char *path), (path), AT_FDCWD, path)
-CHANGE_WRAPPER(truncate, (const char *path, off_t length), (path, length), AT_FDCWD, path)
-CHANGE_WRAPPER(truncate64, (const char *path, off64_t length), (path, length), AT_FDCWD, path)
+#define TRUNCATE_WRAPPER(name, type)                                         \
+    int tfd_w_##name(const char *path, type length)                          \
+    {                                                                        \
+        int r = tfd_real_##name(path, length);                               \
+        if (r == 0 && STAGED_ON())                                           \
+            KEEP_ERRNO(redirect_truncated(path));                            \
+        return r;                                                            \
+    }
+TRUNCATE_WRAPPER(truncate, off_t)
+TRUNCATE_WRAPPER(truncate64, off64_t)
 
 int tfd_w_renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath)
 {
