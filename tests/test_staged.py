@@ -266,3 +266,58 @@ def test_a_run_that_served_nothing_says_so_and_keeps_its_status(tmp_path):
     assert p.returncode == 3
     lines = [x for x in p.stderr.splitlines() if "served none" in x]
     assert len(lines) == 1 and "1 copy missing" in lines[0], p.stderr
+
+
+TF_WORKER = """
+import json, sys
+import tensorflow as tf
+cfg = json.load(open(sys.argv[1]))
+seen = {"gfile": tf.io.gfile.GFile(cfg["plain"], "rb").read(1).decode(),
+        "gfile_size": tf.io.gfile.stat(cfg["plain"]).length, "exists": tf.io.gfile.exists(cfg["plain"]),
+        "read_file": tf.io.read_file(cfg["plain"]).numpy()[:1].decode(),
+        "records": [r.numpy()[:1].decode() for r in tf.data.TFRecordDataset([cfg["records"]])]}
+json.dump(seen, open(sys.argv[2], "w"))
+"""
+
+
+def test_tensorflow_reads_through_gfile_and_tfrecorddataset_are_served(tmp_path, tf):
+    env = {**os.environ, "TFDARSHAN_STAGING_MAP": str(tmp_path / "map" / "staged.json"), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    os.environ["TFDARSHAN_STAGING_MAP"] = env["TFDARSHAN_STAGING_MAP"]
+    root = None
+    try:
+        sources, copies, mpath, root = stage_files(tmp_path, ["plain"], env)
+        # a TFRecord file of S records staged, its copy rewritten with C records of the same lengths
+        rec = str(tmp_path / "data" / "records.tfrecord")
+        for path, byte in ((rec, b"S"), (rec + ".copy", b"C")):
+            with tf.io.TFRecordWriter(path) as w:
+                for _ in range(5):
+                    w.write(byte * 100)
+        m = stager.make_manifest([rec], root + "-rec")
+        (tmp_path / "rec.json").write_text(json.dumps(m))
+        p = subprocess.run(tfdarshan_cmd("stage", str(tmp_path / "rec.json"), "--quiet"), env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        copy = m["entries"][0]["destination"]
+        assert os.path.getsize(rec + ".copy") == os.path.getsize(copy)
+        shutil.copyfile(rec + ".copy", copy)
+        os.utime(copy, ns=(0, served.read_held()[rec]["copy_mtime_ns"]))
+        script, cfg, report = tmp_path / "tf_reads.py", tmp_path / "cfg.json", tmp_path / "seen.json"
+        script.write_text(TF_WORKER)
+        cfg.write_text(json.dumps({"plain": sources["plain"], "records": rec}))
+        p = subprocess.run(tfdarshan_cmd("run", "--logdir", str(tmp_path / "logs"), "--staged", str(script),
+                                         str(cfg), str(report)), env=env, capture_output=True, text=True, timeout=500)
+        assert p.returncode == 0, p.stderr[-3000:]
+    finally:
+        os.environ.pop("TFDARSHAN_STAGING_MAP", None)
+        for r in (root, root and root + "-rec"):
+            if r:
+                shutil.rmtree(r, ignore_errors=True)
+    seen = json.loads(report.read_text())
+    assert seen == {"gfile": "C", "gfile_size": SIZE, "exists": True, "read_file": "C", "records": ["C"] * 5}
+    log = next((tmp_path / "logs" / "plugins" / "tfdarshan").glob("*/*.darshan"))
+    t = served.frame(served.read_beside(log)).set_index("path")
+    for path in (sources["plain"], rec):
+        # TensorFlow's own C++ file system: every open of both files served
+        assert t.loc[path, "state"] == "serving" and t.loc[path, "throughout"], t
+    # every byte TensorFlow read of the records came from the copy: the whole file, as Darshan counts it
+    assert t.loc[rec, "bytes"] >= os.path.getsize(rec)
