@@ -26,7 +26,16 @@
    file, each timed as Darshan times it, split by whether libc served it
    from the buffer (detached; x86-64 with glibc).
 
-    python benchmarks/bench_hotpath.py [--calls N] [--rounds R]
+5. With --staged: what serving staged copies (`run --staged`) adds to an
+   open, in separate processes run alternately (--runs of each; a process
+   builds the table once): with no table loaded, and with a table of
+   --table sources (1,000,000 by default). An open + close of a path not
+   in the table, against the same with no table; of a staged source served
+   from its copy, against an open + close of the copy by its own path with
+   no table (the same system call); and the same for the calls
+   tf.io.read_file makes per file (its stat served too).
+
+    python benchmarks/bench_hotpath.py [--calls N] [--rounds R] [--staged [--runs N] [--table N]]
 
 Times in 1 are the process's CPU time (time.process_time: all its
 threads), not wall time: on a machine shared with other work a process is
@@ -86,9 +95,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=200_000)
     ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--staged", action="store_true", help="only the staged copies' section (5)")
+    ap.add_argument("--runs", type=int, default=7, help="processes of each kind, alternating (--staged)")
+    ap.add_argument("--table", type=int, default=1_000_000, help="sources in the staged table (--staged)")
+    ap.add_argument("--staged-child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.rounds < 5:
-        ap.error("--rounds must be at least 5")
+    if args.rounds < 5 or args.runs < 5:
+        ap.error("--rounds and --runs must be at least 5")
+    if args.staged_child:
+        return staged_child(pathlib.Path(args.staged_child[0]), args.staged_child[1] == "table", args)
+    if args.staged:
+        return staged_main(args)
 
     import stub_shim
     # the shim with the stubs, before tfdarshan loads the shipped one (a
@@ -227,6 +244,111 @@ def main(argv=None) -> int:
                       f"[95 % interval {lo:.0f} to {hi:.0f}] of the time Darshan would measure, the {out[2]} "
                       f"that reached read() the rest")
         loop.close_fd(fd)
+    return 0
+
+
+# ------------------------------------------------------------ staged copies
+
+STAGED_LOOPS = ("unstaged open + close", "served open + close", "copy open + close",
+                "unstaged per file (read_file)", "served per file (read_file)", "copy per file (read_file)")
+
+
+def staged_files(work: pathlib.Path) -> dict:
+    """A file not staged, a staged source and its copy under /dev/shm (as
+    the stager makes it: the same size and mtime)."""
+    import shutil
+    plain, source = work / "plain.bin", work / "source.bin"
+    for p in (plain, source):
+        p.write_bytes(os.urandom(88_000))
+    root = pathlib.Path(tempfile.mkdtemp(prefix="tfd-hot-staged-", dir="/dev/shm"))
+    copy = root / str(source).lstrip("/")
+    copy.parent.mkdir(parents=True)
+    shutil.copy2(source, copy)
+    return {"plain": str(plain), "source": str(source), "copy": str(copy), "root": str(root)}
+
+
+def staged_child(work: pathlib.Path, with_table: bool, args) -> int:
+    """One process: its loops' per-call CPU time, medians of --rounds, as JSON on stdout."""
+    import json
+    import tfdarshan
+    from tfdarshan.capture import _native
+    f = json.loads((work / "files.json").read_text())
+    if with_table:
+        st, cst = os.stat(f["source"]), os.stat(f["copy"])
+        sources = [f"{work}/absent/{i:08d}.bin" for i in range(args.table - 1)] + [f["source"]]
+        copies = [f["root"] + s for s in sources]
+        _native.load_staged(sources, copies, [st.st_size] * args.table, [st.st_mtime_ns] * args.table,
+                            [cst.st_mtime_ns] * args.table)
+        del sources, copies
+    own = work / f"loops-{os.getpid()}"
+    own.mkdir()
+    loop = build(own)
+    n = max(args.calls // 20, 100)
+    paths = {k: f[k].encode() for k in ("plain", "source", "copy")}
+    loops = {"unstaged open + close": lambda: loop.open_close_loop(paths["plain"], n),
+             "copy open + close": lambda: loop.open_close_loop(paths["copy"], n),
+             "unstaged per file (read_file)": lambda: loop.read_file_loop(paths["plain"], n, 88_000),
+             "copy per file (read_file)": lambda: loop.read_file_loop(paths["copy"], n, 88_000)}
+    if with_table:
+        loops.update({"served open + close": lambda: loop.open_close_loop(paths["source"], n),
+                      "served per file (read_file)": lambda: loop.read_file_loop(paths["source"], n, 88_000)})
+    tfdarshan.attach()
+    got = {k: [] for k in loops}
+    for fn in loops.values():
+        fn()                                # warm: records made, paths cached
+    for _ in range(args.rounds):
+        for k, fn in loops.items():
+            t = time.process_time_ns()
+            fn()
+            got[k].append((time.process_time_ns() - t) / n)
+    if with_table:
+        served = {int(r[0]): r for r in _native.staged_used()}
+        row = served.get(args.table - 1)
+        # every open and stat of the source was served (the warm-up's and the rounds')
+        if row is None or row[2] != (args.rounds + 1) * n * 2 or row[4] != (args.rounds + 1) * n:
+            print(f"ERROR: not every open and stat of the source was served: {row}", file=sys.stderr)
+            return 1
+    tfdarshan.detach()
+    print(json.dumps({k: statistics.median(v) for k, v in got.items()}))
+    return 0
+
+
+def staged_main(args) -> int:
+    import json
+    import shutil
+    with tempfile.TemporaryDirectory(prefix="tfd-hot-staged-") as d:
+        work = pathlib.Path(d)
+        f = staged_files(work)
+        (work / "files.json").write_text(json.dumps(f))
+        runs = {False: [], True: []}
+        try:
+            for i in range(args.runs):
+                for with_table in ((False, True) if i % 2 == 0 else (True, False)):
+                    p = subprocess.run([sys.executable, __file__, "--staged-child", str(work),
+                                        "table" if with_table else "none", "--calls", str(args.calls),
+                                        "--rounds", str(args.rounds), "--table", str(args.table)],
+                                       capture_output=True, text=True)
+                    if p.returncode != 0:
+                        print(p.stderr[-3000:], file=sys.stderr)
+                        return 1
+                    runs[with_table].append(json.loads(p.stdout.strip().splitlines()[-1]))
+        finally:
+            shutil.rmtree(f["root"], ignore_errors=True)
+    none, table = runs[False], runs[True]
+    print(f"staged copies: {args.runs} processes with no table and {args.runs} with {args.table:,} sources, "
+          f"alternating; per call, each process the median of {args.rounds} rounds (CPU time)")
+    for what, loaded, base in (("open + close of a path not staged (table loaded vs none)",
+                                "unstaged open + close", "unstaged open + close"),
+                               ("open + close of a staged source served (vs the copy by its path, no table)",
+                                "served open + close", "copy open + close"),
+                               ("per file as read_file, a path not staged (table loaded vs none)",
+                                "unstaged per file (read_file)", "unstaged per file (read_file)"),
+                               ("per file as read_file, a staged source served (vs the copy, no table)",
+                                "served per file (read_file)", "copy per file (read_file)")):
+        a = [r[base] for r in none]
+        b = [r[loaded] for r in table]
+        print(f"{what}: {statistics.median(a):.0f} ns -> {statistics.median(b):.0f} ns; added "
+              f"{spread([y - x for x, y in zip(a, b)])}")
     return 0
 
 

@@ -152,7 +152,7 @@ def _read_study(r, images) -> List[str]:
     spreads = {k: S.spread(v["wall"]) for k, v in cf.items()}
     out += _others(cf)
     out += ["", "Spread between repeated runs ((max − min) / median of the epoch time): " +
-            ", ".join(f"{k} {100 * v:.0f} %" for k, v in spreads.items()) + ".", "",
+            ", ".join(f"{k} {100 * v:.0f} %" for k, v in spreads.items()) + ".", "", _staged_how(r), "",
             "Staging, gains against the unstaged profiled run of the same round (bandwidth: higher is better; "
             "epoch time: negative is faster):", "",
             "| staged | files | bytes | predicted bandwidth gain | achieved bandwidth gain | epoch time change | "
@@ -203,6 +203,20 @@ def _job_time(r, st, sm) -> List[str]:
         out.append(f"| {k} | {pred:.2f} s | {S.fmt(g['job_saving'], unit='s', digits=2)} | "
                    f"{S.fmt(g['job_ratio'], digits=2)} |")
     return out
+
+
+def _staged_how(r) -> str:
+    """How the staged configurations read their copies, and what round 1's served."""
+    if r.get("staging_by") != "served":
+        return ("The staged configurations' pipelines read the copies by their own paths (the training script "
+                "edited to use them).")
+    served = "; ".join(f"{k}: {v['served']['opens']} opens of {v['served']['files_throughout']} files, every "
+                       f"open of every staged file" if v["served"]["files_throughout"] == v["files"] else
+                       f"{k}: {v['served']['opens']} opens, {v['served']['files_throughout']} of {v['files']} files "
+                       "served throughout" for k, v in r["staging"].items() if "served" in v)
+    return ("The staged configurations run the training script unchanged, on the slow tier's paths: their copies "
+            "are served from inside the shim (`attach(staged=manifest)`, what `tfdarshan run --staged` does), each "
+            f"source checked before the epoch, as `staged_paths()` would be. Round 1 served {served}.")
 
 
 def _checkpoint_study(r, images) -> List[str]:

@@ -15,9 +15,17 @@
    slow-tier daemon's CPU time read around it; gains are taken within a
    round, against that round's unstaged profiled run, and each round's
    achieved job-time saving (the profiled run's training steps less the
-   staged run's) is held against the predicted one."""
+   staged run's) is held against the predicted one.
+
+A staged configuration runs the same training code on the same slow-tier
+paths: its copies are served from inside the shim (`attach(staged=...)`,
+as `tfdarshan run --staged` does), each source checked before the epoch, as
+`staged_paths()` would be called before it (staging="served"); or, with
+staging="paths", the pipeline is given the copies' own paths (the edited
+script the earlier results measured)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import json
@@ -52,6 +60,7 @@ class Config:
     rounds: int = 5                    # repetitions of every configuration, interleaved
     probes: int = 3                    # slow-tier probes, which must agree within PROBE_AGREEMENT
     probe_repeats: int = 5             # measurements a probe takes the median of
+    staging: str = "served"            # how staged configurations read their copies: "served" or "paths"
 
 
 SCALES = {
@@ -216,20 +225,50 @@ def findings(run: Run, paths: List[str]) -> Dict:
 
 
 def stage_selection(paths: List[str], root: str) -> Dict[str, str]:
-    """Stage `paths` under root with the stager; the source -> copy mapping."""
+    """Stage `paths` under root with the stager, recording them in a staging
+    map of root's own (root/staged.json: configurations staging the same
+    file keep apart copies); the source -> copy mapping. The manifest stays
+    at root/manifest.json, for serving."""
     from tfdarshan.advice import stager
-    fd, mpath = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        pathlib.Path(mpath).write_text(json.dumps(stager.make_manifest(paths, root, progress=True)))
+    os.makedirs(root, exist_ok=True)
+    mpath = os.path.join(root, "manifest.json")
+    with staging_map(root):
+        pathlib.Path(mpath).write_text(json.dumps(stager.make_manifest(paths, os.path.join(root, "copies"),
+                                                                       progress=True)))
         r = stager.stage(mpath, progress=True)
-        if not r.ok:
-            raise RuntimeError(f"staging failed: {r.failed[:3]}")
-        return {e["source"]: e["destination"] for e in json.loads(pathlib.Path(mpath).read_text())["entries"]}
+    if not r.ok:
+        raise RuntimeError(f"staging failed: {r.failed[:3]}")
+    return {e["source"]: e["destination"] for e in json.loads(pathlib.Path(mpath).read_text())["entries"]}
+
+
+@contextlib.contextmanager
+def staging_map(root: str):
+    """The staging map (and this host's record of its copies) under root."""
+    before = os.environ.get("TFDARSHAN_STAGING_MAP")
+    os.environ["TFDARSHAN_STAGING_MAP"] = os.path.join(root, "staged.json")
+    try:
+        yield
     finally:
-        for p in (mpath, mpath + ".state.json"):
-            if os.path.exists(p):
-                os.unlink(p)
+        if before is None:
+            os.environ.pop("TFDARSHAN_STAGING_MAP", None)
+        else:
+            os.environ["TFDARSHAN_STAGING_MAP"] = before
+
+
+@contextlib.contextmanager
+def served_from(root: Optional[str]):
+    """The staged configuration under root served from inside the shim (its
+    sources checked now, before the epoch); nothing when root is None."""
+    import tfdarshan
+    if root is None:
+        yield
+        return
+    with staging_map(root):
+        tfdarshan.serve_staged(os.path.join(root, "manifest.json"), check_ahead=True)
+    try:
+        yield
+    finally:
+        tfdarshan.serve_staged(None)
 
 
 def probe_slow(directory: str, n: int, repeats: int, **sizes) -> Dict:
@@ -300,7 +339,9 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
             chosen = {k: [advice.costs["path"].iat[i] for i in v] for k, v in sel.items()}
             log(f"   staging {len(chosen['recommended'])} files as recommended, "
                 f"{len(chosen['under 2 MB'])} under 2 MB for the paper's rule")
-            mappings = {k: stage_selection(v, os.path.join(fast_root, k.replace(" ", "_"))) for k, v in chosen.items()}
+            roots = {k: os.path.join(fast_root, k.replace(" ", "_")) for k in chosen}
+            mappings = {k: stage_selection(v, roots[k]) for k, v in chosen.items()}
+            result["staging_by"] = cfg.staging
             local_of = dict(zip(slow_paths, local))
             result["staging"] = {
                 k: {"files": len(v), "bytes": int(sum(os.path.getsize(local_of[x]) for x in v)),
@@ -320,9 +361,11 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
                 row = {"order": order}
                 for name in order:
                     drop_cache(local)
-                    paths = [mappings[name].get(p, p) for p in slow_paths] if name in mappings else slow_paths
-                    run, cpu, others = measured(tier.pid, lambda: train_epoch(
-                        cfg, paths, cfg.readers, profile=name != "unprofiled", label=name, data_files=paths))
+                    edited = name in mappings and cfg.staging == "paths"
+                    paths = [mappings[name].get(p, p) for p in slow_paths] if edited else slow_paths
+                    with served_from(roots[name] if name in mappings and not edited else None):
+                        run, cpu, others = measured(tier.pid, lambda: train_epoch(
+                            cfg, paths, cfg.readers, profile=name != "unprofiled", label=name, data_files=paths))
                     row[name] = {"wall": run.wall, "bandwidth": run.bandwidth, "step_time": run.step_time,
                                  "io_time": run.io_time, "bytes_read": run.bytes_read, "daemon_cpu": cpu,
                                  "others_cores": others,
@@ -330,7 +373,8 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
                     if name in mappings and r == 0:
                         # the mechanics, which no noise can flip: the staged run read the copies
                         c = advisor.compare_runs(plan_snap, run.snapshot, mappings[name], None)
-                        result["staging"][name].update(copies_read=c["copies_read"], sources_read=c["sources_read"])
+                        result["staging"][name].update(copies_read=c["copies_read"], sources_read=c["sources_read"],
+                                                       served=c["served"])
                     del run
                     gc.collect()
                 log(f"   round {r + 1}/{cfg.rounds}: " + ", ".join(

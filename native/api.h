@@ -93,3 +93,41 @@ int tfd_clean_path(const char *path, char *out, size_t out_len);
 int tfd_path_excluded(const char *clean_path);
 void tfd_clock(tfd_clock_info *out);
 int64_t tfd_now_ticks(void);
+
+/* Staged copies served in place of their sources (native/staged.c,
+ * redirect.c). A source is checked at its first use: it must still have
+ * the size and mtime it had when staged, and the copy must be a regular
+ * file of that size with the recorded mtime; else it is never served. */
+typedef struct tfd_staged_spec {
+    int64_t n;
+    const char *const *sources;      /* absolute, clean (no //, /./ or ..) */
+    const char *const *copies;
+    const int64_t *sizes;
+    const int64_t *source_mtimes_ns;
+    const int64_t *copy_mtimes_ns;
+} tfd_staged_spec;
+
+#define TFD_STAGED_UNCHECKED 0
+#define TFD_STAGED_SERVING 1
+#define TFD_STAGED_SOURCE_CHANGED -1     /* size or mtime differ from when it was staged */
+#define TFD_STAGED_SOURCE_UNREADABLE -2  /* its stat failed */
+#define TFD_STAGED_NOT_A_FILE -3         /* the source is not a regular file */
+#define TFD_STAGED_COPY_MISSING -4       /* no copy on this node */
+#define TFD_STAGED_COPY_DIFFERS -5       /* the copy is not a file of the source's size and recorded mtime */
+#define TFD_STAGED_COPY_FAILED -6        /* an open or stat of the copy failed */
+#define TFD_STAGED_WRITTEN -7            /* this process wrote, truncated, renamed or removed the source */
+#define TFD_STAGED_ROW 9                 /* a used entry: index, state, then the 7 counts of staged.h */
+
+typedef struct tfd_staged_rows {
+    int64_t n;
+    int64_t *rows;                   /* n x TFD_STAGED_ROW */
+} tfd_staged_rows;
+
+/* serve these copies from now on (n = 0: none); 0, or -1 with err filled */
+int tfd_staged_load(const tfd_staged_spec *spec, char *err, size_t err_len);
+int64_t tfd_staged_loaded(void);
+/* check entry i now, ahead of its first use; its state */
+int tfd_staged_check(int64_t i);
+/* the entries of the loaded table this process has used */
+int tfd_staged_used(tfd_staged_rows *out);
+void tfd_staged_free(tfd_staged_rows *out);

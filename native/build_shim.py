@@ -16,11 +16,12 @@ HERE = pathlib.Path(__file__).parent
 LAYERS = [
     ["clock.c", "darshan_hash.c", "hooks.c", "maps.c", "pages.c"],  # the base: no state of the recording
     ["elfpatch.c", "paths.c", "table.c", "fdmap.c", "trace.c", "heat.c", "busy.c"],   # state owners
-    ["threads.c"],                                                  # threads and shards (sized by the table)
+    ["threads.c", "staged.c"],                                      # threads and shards (sized by the table); staged copies
     ["totals.c"],                                                   # the collector's totals of the shards
     ["names.c"],                                                    # a path to its record
     ["rules_posix.c", "rules_stdio.c", "rules_kernel.c"],           # Darshan's rules
-    ["wrappers.c", "wrappers_kernel.c"],                            # the wrappers
+    ["redirect.c"],                                                 # serving staged copies
+    ["wrappers.c", "wrappers_kernel.c", "wrappers_dlopen.c", "wrappers_staged.c"],  # the wrappers
     ["collect.c"],                                                  # the conductor
     ["attach.c"],                                                   # attach / detach
 ]

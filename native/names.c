@@ -7,6 +7,7 @@
 #include "public.h"
 #include "fdmap.h"
 #include "paths.h"
+#include "staged.h"
 #include "table.h"
 
 tfd_rec *record_for_clean(const char *clean, int module)
@@ -57,6 +58,8 @@ tfd_rec *resolve_path(int dirfd, const char *path, int module)
         if (tfd_clean_path(path, clean, sizeof(clean)) != 0)
             return NULL;
         r = tfd_path_excluded(clean) ? EXCLUDED : table_record_for(clean, module);
+        /* the cache carries the path's staged copy, for the wrappers that serve them */
+        key.staged = staged_loaded() ? staged_find(clean, strlen(clean)) : NULL;
         if (r && (r == EXCLUDED || !table_is_overflow(r)))
             paths_remember(path, n, module, &key, r);
         return r;
@@ -71,4 +74,13 @@ tfd_rec *record_for_path(int dirfd, const char *path, int module)
 {
     tfd_rec *r = resolve_path(dirfd, path, module);
     return r == EXCLUDED ? NULL : r;
+}
+
+tfd_staged *staged_of_path(int dirfd, const char *path, char *clean, size_t clean_len)
+{
+    if (!staged_loaded() || !path || !*path || (path[0] != '/' && dirfd != AT_FDCWD))
+        return NULL;
+    if (clean_path_at(dirfd, path, clean, clean_len) != 0)
+        return NULL;
+    return staged_find(clean, strlen(clean));
 }

@@ -14,5 +14,11 @@ tfd_rec *resolve_path(int dirfd, const char *path, int module) TFD_HIDDEN;
 tfd_rec *record_for_path(int dirfd, const char *path, int module) TFD_HIDDEN;
 /* the record of a cleaned path; NULL if excluded */
 tfd_rec *record_for_clean(const char *clean, int module) TFD_HIDDEN;
+/* The staged copy (staged.h) of a path a call names, absolute or relative
+ * to the working directory, or NULL; clean gets the path as Darshan names
+ * it. A path relative to another directory is never looked up: the name
+ * the shim knows that directory by may no longer be true. */
+typedef struct tfd_staged tfd_staged;
+tfd_staged *staged_of_path(int dirfd, const char *path, char *clean, size_t clean_len) TFD_HIDDEN;
 
 #endif

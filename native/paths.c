@@ -140,6 +140,7 @@ typedef struct path_entry {
     uint64_t key;
     int64_t gen;
     tfd_rec *rec;               /* or the excluded marker */
+    tfd_staged *staged;         /* the path's staged copy, or NULL */
     size_t len;
     int module;
     char path[];
@@ -186,13 +187,16 @@ tfd_rec *paths_cached(const char *p, size_t n, int module, path_key *key)
 {
     key->gen = __atomic_load_n(&path_gen, __ATOMIC_ACQUIRE);
     key->hash = path_hash(p, n, module);
+    key->staged = NULL;
     for (uint64_t i = key->hash, k = 0; k < PATH_PROBES; k++, i++) {
         path_entry *e = __atomic_load_n(&path_cache[i % PATH_SLOTS], __ATOMIC_ACQUIRE);
         if (!e)
             return NULL;
         if (e->key == key->hash && e->gen == key->gen && e->len == n && e->module == module &&
-            memcmp(e->path, p, n) == 0)
+            memcmp(e->path, p, n) == 0) {
+            key->staged = e->staged;
             return e->rec;
+        }
     }
     return NULL;
 }
@@ -209,7 +213,7 @@ void paths_remember(const char *p, size_t n, int module, const path_key *key, tf
         __atomic_sub_fetch(&path_bytes, (int64_t)size, __ATOMIC_RELAXED);
         return;
     }
-    *e = (path_entry){key->hash, key->gen, r, n, module};
+    *e = (path_entry){key->hash, key->gen, r, key->staged, n, module};
     memcpy(e->path, p, n + 1);
     for (uint64_t i = key->hash, k = 0; k < PATH_PROBES; k++, i++) {
         path_entry *old = __atomic_load_n(&path_cache[i % PATH_SLOTS], __ATOMIC_ACQUIRE);

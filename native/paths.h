@@ -15,11 +15,16 @@ typedef struct tfd_rec tfd_rec;
 int paths_set_rules(const tfd_config *c) TFD_HIDDEN;
 
 /* A path as given (absolute) -> what resolving it gave: a record or the
- * excluded marker. Entries stay valid for one generation of the rules. */
-typedef struct path_key { uint64_t hash; int64_t gen; } path_key;
+ * excluded marker, and the path's staged copy (staged.h; NULL for none),
+ * which the staged-copy wrappers read from here rather than look up again.
+ * Entries stay valid for one generation of the rules and staged copies. */
+typedef struct tfd_staged tfd_staged;
+typedef struct path_key { uint64_t hash; int64_t gen; tfd_staged *staged; } path_key;
+/* the cached record (key->staged its staged copy), or NULL */
 tfd_rec *paths_cached(const char *path, size_t n, int module, path_key *key) TFD_HIDDEN;
+/* files r and key->staged under the path */
 void paths_remember(const char *path, size_t n, int module, const path_key *key, tfd_rec *r) TFD_HIDDEN;
-/* every cached outcome is stale (new rules, or a fork's fresh records) */
+/* every cached outcome is stale (new rules, staged copies, or a fork's fresh records) */
 void paths_forget(void) TFD_HIDDEN;
 
 #endif

@@ -162,15 +162,20 @@ static void map_untracked(int fd, tfd_rec *r)
         __atomic_store_n(slot, r, __ATOMIC_RELEASE);
 }
 
-void tfd_posix_open(int fd, int dirfd, const char *path, int64_t mode, uint64_t t1, uint64_t t2)
+void tfd_posix_open_rec(int fd, tfd_rec *r, int64_t mode, uint64_t t1, uint64_t t2)
 {
     if (fd < 0)
         return;
-    tfd_rec *r = resolve_path(dirfd, path, TFD_MODULE_POSIX);
     if (!r || r == EXCLUDED)
         map_untracked(fd, r);
     else
         posix_open_record(r, fd, mode, 1, -1, t1, t2);
+}
+
+void tfd_posix_open(int fd, int dirfd, const char *path, int64_t mode, uint64_t t1, uint64_t t2)
+{
+    if (fd >= 0)
+        tfd_posix_open_rec(fd, resolve_path(dirfd, path, TFD_MODULE_POSIX), mode, t1, t2);
 }
 
 void tfd_posix_refopen(int oldfd, int newfd, int is_dup, uint64_t t1, uint64_t t2)
@@ -250,6 +255,11 @@ static void posix_stat_record(tfd_rec *r, uint64_t t1, uint64_t t2)
 void tfd_posix_stat_path(int dirfd, const char *path, uint64_t t1, uint64_t t2)
 {
     posix_stat_record(record_for_path(dirfd, path, TFD_MODULE_POSIX), t1, t2);
+}
+
+void tfd_posix_stat_rec(tfd_rec *r, uint64_t t1, uint64_t t2)
+{
+    posix_stat_record(r == EXCLUDED ? NULL : r, t1, t2);
 }
 
 void tfd_posix_stat_fd(int fd, uint64_t t1, uint64_t t2)

@@ -9,6 +9,10 @@
 typedef struct tfd_rec tfd_rec;
 
 void tfd_posix_open(int fd, int dirfd, const char *path, int64_t mode, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+/* the same for a path already resolved (its record, EXCLUDED or NULL):
+ * the staged-copy wrappers look paths up before the call (redirect.c) */
+void tfd_posix_open_rec(int fd, tfd_rec *r, int64_t mode, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+void tfd_posix_stat_rec(tfd_rec *r, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_posix_refopen(int oldfd, int newfd, int is_dup, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_posix_fileno(FILE *stream, int fd, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 /* The data wrappers look the descriptor's record up before the call: an

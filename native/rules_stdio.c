@@ -40,9 +40,14 @@ void tfd_stdio_open_std_streams(void)
 
 void tfd_stdio_open(FILE *stream, const char *path, uint64_t t1, uint64_t t2)
 {
+    if (stream)
+        tfd_stdio_open_rec(stream, resolve_path(AT_FDCWD, path, TFD_MODULE_STDIO), t1, t2);
+}
+
+void tfd_stdio_open_rec(FILE *stream, tfd_rec *r, uint64_t t1, uint64_t t2)
+{
     if (!stream)
         return;
-    tfd_rec *r = resolve_path(AT_FDCWD, path, TFD_MODULE_STDIO);
     if (r == EXCLUDED)
         stdio_map(stream, EXCLUDED);
     else if (!r)

@@ -7,6 +7,9 @@
 #include <stdio.h>
 
 void tfd_stdio_open(FILE *stream, const char *path, uint64_t t1, uint64_t t2) TFD_HIDDEN;
+/* the same for a path already resolved (redirect.c) */
+typedef struct tfd_rec tfd_rec;
+void tfd_stdio_open_rec(FILE *stream, tfd_rec *r, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_stdio_fdopen(FILE *stream, int fd, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2) TFD_HIDDEN;
 void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uint64_t t2) TFD_HIDDEN;

@@ -226,6 +226,13 @@ static inline void count_excluded(int is_write, int64_t bytes)
         RELAXED_STORE(t->excl_read, t->excl_read + bytes);
 }
 
+/* this thread's I/O is tfdarshan's own now (tfd_suppress): not served from staged copies either */
+static inline int thread_suppressed(void)
+{
+    tfd_thread *t = tfd_self;
+    return t && t->suppressed;
+}
+
 /* what a sample the shim takes for the whole process (not the calling
  * thread's own I/O) is counted under: suppression does not apply */
 int begin_sampled(update *u, tfd_rec *r) TFD_HIDDEN;

@@ -64,6 +64,7 @@ def summary(d: RankSessionData) -> Dict:
     out["skipped_logs"] = d.skipped_logs
     out["partial_logs"] = d.partial_logs
     out["coverage"] = d.coverage
+    out["served"] = views.served_note(d.served)
     return out
 
 

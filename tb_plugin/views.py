@@ -14,9 +14,10 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from tfdarshan.capture import coverage, kernel_io as K, mounts as M
+from tfdarshan.capture import coverage, kernel_io as K, mounts as M, served as SV
 from tfdarshan.advice import file_table as report
 from tfdarshan.advice import training_input as TI
+from tfdarshan.advice.compare import served_label
 from tfdarshan.logs import input_wait
 from tfdarshan.logs.series import AFTER_STEPS, CUT_COLUMN, SETUP_STEP
 
@@ -268,7 +269,18 @@ def summary(d: SessionData) -> Dict:
     out["partial_logs"] = partial_logs(d.session, d.hosts)
     if d.coverage:
         out["coverage"] = coverage_card(d.coverage)
+    out["served"] = served_note(snap.meta.get("served"))
     return out
+
+
+def served_note(meta: Optional[Dict]) -> Optional[Dict]:
+    """What serving staged copies did (capture/served.py), with the line
+    `recommend --compare` prints; None for a session that served none."""
+    if not meta:
+        return None
+    s = SV.summary(meta)
+    return {**{k: _clean(v) for k, v in s.items() if k != "not_served"}, "not_served": s["not_served"],
+            "label": served_label(s)}
 
 
 def coverage_card(records: List[Dict]) -> Optional[Dict]:

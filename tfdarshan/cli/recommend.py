@@ -397,7 +397,8 @@ def compare(args: argparse.Namespace) -> int:
         raise TfdarshanError(
             f"AFTER ({args.compare[1]}) read none of the {n} staged copies"
             + (f" but {r['sources_read']} of their sources" if r["sources_read"] else "")
-            + ": nothing to compare. Did its input pipeline use tfdarshan.staged_paths()?")
+            + ": nothing to compare. Did it run under `tfdarshan run --staged`, or its input pipeline use "
+              "tfdarshan.staged_paths()?")
     print(json.dumps(r, indent=1) if args.format == "json" else compare_text(r))
     if r["sources_read"]:
         print(f"tfdarshan recommend: warning: AFTER read {r['sources_read']} of the {n} staged files from "
@@ -408,6 +409,7 @@ def compare(args: argparse.Namespace) -> int:
 
 def compare_text(r) -> str:
     """--compare in words: what the user waits for, then the I/O time."""
+    from tfdarshan.advice.compare import served_label
     from tfdarshan.advice.file_table import human_time
     w = r["wall"]
 
@@ -428,6 +430,8 @@ def compare_text(r) -> str:
                  f"{human_time(r['before_time'])} before, {human_time(r['after_time'])} after "
                  f"({r['copies_read']} of {r['staged_files']} copies read); saved {human_time(r['achieved_saving'])}, "
                  f"{ratio}; input bandwidth {r['bandwidth_before'] / 2**20:.0f} -> {r['bandwidth_after'] / 2**20:.0f} MiB/s")
+    if r["served"]["staged"] is not None:
+        lines.append(served_label(r["served"]))
     return "\n".join(lines)
 
 
