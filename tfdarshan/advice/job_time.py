@@ -69,9 +69,15 @@ def step_cells(steps: pd.DataFrame, process: str = "host") -> pd.DataFrame:
     c = input_wait.of_series(s)
     c = c[c["counted"]]
     ends = (c[ORIGIN] + c["end"]).to_numpy(np.float64) if ORIGIN in c else np.full(len(c), np.nan)
-    return pd.DataFrame({"process": c[process].astype(str).to_numpy(), "step": c["step"].to_numpy(np.int64),
-                         "duration": c["duration"].to_numpy(np.float64), "wait": c["wait"].to_numpy(np.float64),
-                         "summed": (c["read_time"] + c["meta_time"]).to_numpy(np.float64), "ends": ends})
+    cells = pd.DataFrame({"process": c[process].astype(str).to_numpy(), "step": c["step"].to_numpy(np.int64),
+                          "duration": c["duration"].to_numpy(np.float64), "wait": c["wait"].to_numpy(np.float64),
+                          "summed": (c["read_time"] + c["meta_time"]).to_numpy(np.float64), "ends": ends})
+    if cells.duplicated(["process", "step"]).any():
+        # a process whose series numbers a step twice (two windows, or a step
+        # marked again): one cell, as the per-file rows of both are keyed alike
+        cells = cells.groupby(["process", "step"], as_index=False, sort=False).agg(
+            duration=("duration", "sum"), wait=("wait", "sum"), summed=("summed", "sum"), ends=("ends", "max"))
+    return cells
 
 
 def mode_of(cells: pd.DataFrame) -> str:
