@@ -21,7 +21,7 @@ from tb_helpers import fetch, tensorboard
 FILES = int(os.environ.get("TFDARSHAN_SCALE_FILES", "1000000"))
 CAP = 65_536                     # the default record cap
 SIZE = 6_000                     # each read is 4096 then 1904 bytes
-# documented memory per recorded file (README, "Limits"): about 1.3 KB in the
+# documented memory per recorded file (docs/limits.md): about 1.3 KB in the
 # shim per thread that touched it, 3 KB in the recorder and a snapshot
 BYTES_PER_RECORD = 5 << 10
 FIXED_BYTES = 32 << 20
