@@ -10,8 +10,15 @@
      file (stat, open, pread of 88 KB, pread at the end, close): the
      per-file part of an input pipeline's cost.
 2. The wrapper alone: the originals of pread and fread replaced by stubs
-   that return at once (native/bench.c), the wrapper called against the
-   stub called directly, alternating.
+   that return at once (benchmarks/shim_stubs.c, built into the
+   benchmarks' own copy of the shim by stub_shim.py), the wrapper called
+   against the stub called directly, alternating in short samples. Then
+   the pread wrapper around the real pread (the same calls as in 1, without
+   switching modes, so the machine's load cancels better), and where a real
+   pread's extra cost to the wrapper goes: around stubs that do one part of
+   what a system call does each (enter the kernel and leave; copy 4 KiB;
+   fill the return-stack predictor, as the kernel does on its way out; read
+   32 KiB, the size of the L1 data cache).
 3. The clock's floor: two reads of the shim's clock (rdtsc), the least a
    timed call can cost on this machine.
 4. What not timing freads served from the FILE buffer would take out of
@@ -19,12 +26,25 @@
    file, each timed as Darshan times it, split by whether libc served it
    from the buffer (detached; x86-64 with glibc).
 
-    python benchmarks/bench_hotpath.py [--calls N] [--rounds R]
+5. With --staged: what serving staged copies (`run --staged`) adds to an
+   open, in separate processes run alternately (--runs of each; a process
+   builds the table once): with no table loaded, and with a table of
+   --table sources (1,000,000 by default). An open + close of a path not
+   in the table, against the same with no table; of a staged source served
+   from its copy, against an open + close of the copy by its own path with
+   no table (the same system call); and the same for the calls
+   tf.io.read_file makes per file (its stat served too).
 
-Each added cost is the median of the rounds' differences from the same
-round's detached figure, with the 95 % bootstrap interval of that median
-and the rounds' 5-95 % range. benchmarks/bench_instructions.py counts the
-same paths' instructions, which do not move with the machine's load."""
+    python benchmarks/bench_hotpath.py [--calls N] [--rounds R] [--staged [--runs N] [--table N]]
+
+Times in 1 are the process's CPU time (time.process_time: all its
+threads), not wall time: on a machine shared with other work a process is
+often descheduled in the middle of a loop, which wall time counts and CPU
+time does not; 2 takes the median difference of short samples in pairs. Each added cost is the median of the rounds' differences from
+the same round's detached figure, with the 95 % bootstrap interval of that
+median and the rounds' 5-95 % range. benchmarks/bench_instructions.py
+counts the same paths' instructions, which do not move with the machine's
+load."""
 from __future__ import annotations
 
 import argparse
@@ -75,10 +95,22 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=200_000)
     ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--staged", action="store_true", help="only the staged copies' section (5)")
+    ap.add_argument("--runs", type=int, default=7, help="processes of each kind, alternating (--staged)")
+    ap.add_argument("--table", type=int, default=1_000_000, help="sources in the staged table (--staged)")
+    ap.add_argument("--staged-child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.rounds < 5:
-        ap.error("--rounds must be at least 5")
+    if args.rounds < 5 or args.runs < 5:
+        ap.error("--rounds and --runs must be at least 5")
+    if args.staged_child:
+        return staged_child(pathlib.Path(args.staged_child[0]), args.staged_child[1] == "table", args)
+    if args.staged:
+        return staged_main(args)
 
+    import stub_shim
+    # the shim with the stubs, before tfdarshan loads the shipped one (a
+    # build from before they left it has its own, which return at once only)
+    all_stubs = stub_shim.install() is not None
     import tfdarshan
     from tfdarshan.capture._native import ffi, lib as shim
     with tempfile.TemporaryDirectory(prefix="tfd-hot-") as d:
@@ -94,17 +126,17 @@ def main(argv=None) -> int:
 
         def fread_calls():
             f = loop.open_stream(dpath)          # opened in the mode measured, so recorded in it
-            t = time.perf_counter_ns()
+            t = time.process_time_ns()
             loop.fread_loop(f, args.calls, 64)
-            ns = time.perf_counter_ns() - t
+            ns = time.process_time_ns() - t
             loop.close_stream(f)
             return ns / args.calls
 
         def timed(fn, n):
             def run():
-                t = time.perf_counter_ns()
+                t = time.process_time_ns()
                 fn()
-                return (time.perf_counter_ns() - t) / n
+                return (time.process_time_ns() - t) / n
             return run
 
         loops = {
@@ -150,37 +182,51 @@ def main(argv=None) -> int:
                 print(f"  {mode:8s} {statistics.median(by_mode[mode]):.1f} ns/call; added "
                       f"{spread([b - a for a, b in zip(off, by_mode[mode])])}")
 
-        # the wrapper alone, against the stub it forwards to
+        # the wrappers called directly against what they forward to, called
+        # directly: short samples in pairs, a round's figure the median of
+        # its pairs' differences, so the machine's load (which changes over
+        # milliseconds here) mostly cancels
         tfdarshan.attach()
         f = loop.open_stream(dpath)
-        shim.tfd_bench_stub(1)
+        real_pread = ctypes.cast(ctypes.CDLL(None).pread, ctypes.c_void_p).value
+        rows = (("pread", 1, "wrapper alone"), ("fread", 1, "wrapper alone"),
+                ("pread", 0, "around the real pread (cached, 4 KiB)"),
+                ("pread", 2, "around a stub that enters the kernel and leaves (getppid)"),
+                ("pread", 3, "around a stub that copies 4 KiB (no kernel)"),
+                ("pread", 4, "around a stub that fills the return-stack predictor"),
+                ("pread", 5, "around a stub that reads 32 KiB (the L1 data cache)"))
         try:
-            for name, call in (("pread", lambda fn: loop.pread_via(fn, fd, args.calls, 4096)),
-                               ("fread", lambda fn: loop.fread_via(fn, f, args.calls, 64))):
-                stub = int(ffi.cast("uintptr_t", shim.tfd_bench_stub_function(name.encode())))
+            for name, kind, what in rows:
+                if kind > 1 and not all_stubs:
+                    continue
+                shim.tfd_bench_stub(kind)
+                n = 2000 if kind in (1, 3, 4) else 500
+                target = real_pread if kind == 0 else int(ffi.cast("uintptr_t", shim.tfd_bench_stub_function(name.encode())))
                 wrapper = int(ffi.cast("uintptr_t", shim.tfd_bench_wrapper(name.encode())))
 
-                def once(fn, call=call):
+                def once(fn, name=name, n=n):
                     t = time.perf_counter_ns()
-                    call(fn)
-                    return (time.perf_counter_ns() - t) / args.calls
+                    if name == "pread":
+                        loop.pread_via(fn, fd, n, 4096)
+                    else:
+                        loop.fread_via(fn, f, n, 64)
+                    return (time.perf_counter_ns() - t) / n
 
-                once(stub), once(wrapper)
-                plain, wrapped = [], []
+                plain, added = [], []
                 for _ in range(args.rounds):
-                    plain.append(once(stub))
-                    wrapped.append(once(wrapper))
-                print(f"{name} wrapper alone: stub {statistics.median(plain):.1f} ns/call, wrapper + stub "
-                      f"{statistics.median(wrapped):.1f}; added {spread([b - a for a, b in zip(plain, wrapped)])}")
+                    pairs = [(once(target), once(wrapper)) for _ in range(15)]
+                    plain.append(statistics.median(a for a, _ in pairs))
+                    added.append(statistics.median(b - a for a, b in pairs))
+                print(f"{name} {what}: direct {statistics.median(plain):.1f} ns/call; added {spread(added)}")
         finally:
             shim.tfd_bench_stub(0)
             loop.close_stream(f)
             tfdarshan.detach()
         pairs = []
         for _ in range(args.rounds):
-            t = time.perf_counter_ns()
+            t = time.process_time_ns()
             loop.clock_pair_loop(args.calls)
-            pairs.append((time.perf_counter_ns() - t) / args.calls)
+            pairs.append((time.process_time_ns() - t) / args.calls)
         lo, hi = median_interval(pairs)
         print(f"clock floor: two clock reads (rdtsc) {statistics.median(pairs):.1f} ns "
               f"[95 % interval {lo:.1f} to {hi:.1f}]: the least a timed call adds here")
@@ -198,6 +244,111 @@ def main(argv=None) -> int:
                       f"[95 % interval {lo:.0f} to {hi:.0f}] of the time Darshan would measure, the {out[2]} "
                       f"that reached read() the rest")
         loop.close_fd(fd)
+    return 0
+
+
+# ------------------------------------------------------------ staged copies
+
+STAGED_LOOPS = ("unstaged open + close", "served open + close", "copy open + close",
+                "unstaged per file (read_file)", "served per file (read_file)", "copy per file (read_file)")
+
+
+def staged_files(work: pathlib.Path) -> dict:
+    """A file not staged, a staged source and its copy under /dev/shm (as
+    the stager makes it: the same size and mtime)."""
+    import shutil
+    plain, source = work / "plain.bin", work / "source.bin"
+    for p in (plain, source):
+        p.write_bytes(os.urandom(88_000))
+    root = pathlib.Path(tempfile.mkdtemp(prefix="tfd-hot-staged-", dir="/dev/shm"))
+    copy = root / str(source).lstrip("/")
+    copy.parent.mkdir(parents=True)
+    shutil.copy2(source, copy)
+    return {"plain": str(plain), "source": str(source), "copy": str(copy), "root": str(root)}
+
+
+def staged_child(work: pathlib.Path, with_table: bool, args) -> int:
+    """One process: its loops' per-call CPU time, medians of --rounds, as JSON on stdout."""
+    import json
+    import tfdarshan
+    from tfdarshan.capture import _native
+    f = json.loads((work / "files.json").read_text())
+    if with_table:
+        st, cst = os.stat(f["source"]), os.stat(f["copy"])
+        sources = [f"{work}/absent/{i:08d}.bin" for i in range(args.table - 1)] + [f["source"]]
+        copies = [f["root"] + s for s in sources]
+        _native.load_staged(sources, copies, [st.st_size] * args.table, [st.st_mtime_ns] * args.table,
+                            [cst.st_mtime_ns] * args.table)
+        del sources, copies
+    own = work / f"loops-{os.getpid()}"
+    own.mkdir()
+    loop = build(own)
+    n = max(args.calls // 20, 100)
+    paths = {k: f[k].encode() for k in ("plain", "source", "copy")}
+    loops = {"unstaged open + close": lambda: loop.open_close_loop(paths["plain"], n),
+             "copy open + close": lambda: loop.open_close_loop(paths["copy"], n),
+             "unstaged per file (read_file)": lambda: loop.read_file_loop(paths["plain"], n, 88_000),
+             "copy per file (read_file)": lambda: loop.read_file_loop(paths["copy"], n, 88_000)}
+    if with_table:
+        loops.update({"served open + close": lambda: loop.open_close_loop(paths["source"], n),
+                      "served per file (read_file)": lambda: loop.read_file_loop(paths["source"], n, 88_000)})
+    tfdarshan.attach()
+    got = {k: [] for k in loops}
+    for fn in loops.values():
+        fn()                                # warm: records made, paths cached
+    for _ in range(args.rounds):
+        for k, fn in loops.items():
+            t = time.process_time_ns()
+            fn()
+            got[k].append((time.process_time_ns() - t) / n)
+    if with_table:
+        served = {int(r[0]): r for r in _native.staged_used()}
+        row = served.get(args.table - 1)
+        # every open and stat of the source was served (the warm-up's and the rounds')
+        if row is None or row[2] != (args.rounds + 1) * n * 2 or row[4] != (args.rounds + 1) * n:
+            print(f"ERROR: not every open and stat of the source was served: {row}", file=sys.stderr)
+            return 1
+    tfdarshan.detach()
+    print(json.dumps({k: statistics.median(v) for k, v in got.items()}))
+    return 0
+
+
+def staged_main(args) -> int:
+    import json
+    import shutil
+    with tempfile.TemporaryDirectory(prefix="tfd-hot-staged-") as d:
+        work = pathlib.Path(d)
+        f = staged_files(work)
+        (work / "files.json").write_text(json.dumps(f))
+        runs = {False: [], True: []}
+        try:
+            for i in range(args.runs):
+                for with_table in ((False, True) if i % 2 == 0 else (True, False)):
+                    p = subprocess.run([sys.executable, __file__, "--staged-child", str(work),
+                                        "table" if with_table else "none", "--calls", str(args.calls),
+                                        "--rounds", str(args.rounds), "--table", str(args.table)],
+                                       capture_output=True, text=True)
+                    if p.returncode != 0:
+                        print(p.stderr[-3000:], file=sys.stderr)
+                        return 1
+                    runs[with_table].append(json.loads(p.stdout.strip().splitlines()[-1]))
+        finally:
+            shutil.rmtree(f["root"], ignore_errors=True)
+    none, table = runs[False], runs[True]
+    print(f"staged copies: {args.runs} processes with no table and {args.runs} with {args.table:,} sources, "
+          f"alternating; per call, each process the median of {args.rounds} rounds (CPU time)")
+    for what, loaded, base in (("open + close of a path not staged (table loaded vs none)",
+                                "unstaged open + close", "unstaged open + close"),
+                               ("open + close of a staged source served (vs the copy by its path, no table)",
+                                "served open + close", "copy open + close"),
+                               ("per file as read_file, a path not staged (table loaded vs none)",
+                                "unstaged per file (read_file)", "unstaged per file (read_file)"),
+                               ("per file as read_file, a staged source served (vs the copy, no table)",
+                                "served per file (read_file)", "copy per file (read_file)")):
+        a = [r[base] for r in none]
+        b = [r[loaded] for r in table]
+        print(f"{what}: {statistics.median(a):.0f} ns -> {statistics.median(b):.0f} ns; added "
+              f"{spread([y - x for x, y in zip(a, b)])}")
     return 0
 
 

@@ -16,9 +16,11 @@ loader's C++ code does:
 
 Two calls: a buffered 64-byte fread (libc serves 63 of every 64 from the
 FILE buffer, so no system call hides the wrapper) and a cached 4 KiB pread.
-A process times --repeats loops of --calls calls of each and reports the
-median; a round's added cost is its figure minus the same round's plain
-one. Printed per configuration and call: ns per call and added ns (medians
+A process times --repeats loops of --calls calls of each in its CPU time
+(time.process_time: all its threads, so a profiler's helper threads count;
+not wall time, which on a shared machine counts the moments the process is
+descheduled) and reports the median; a round's added cost is its figure
+minus the same round's plain one. Printed per configuration and call: ns per call and added ns (medians
 over the rounds, each with the 95 % bootstrap interval of the median), and
 the ratio to plain. Each process checks it was really profiled: tfdarshan
 counted every call, DFTracer's trace holds an event per call."""
@@ -83,10 +85,10 @@ def child(args) -> int:
         samples = []
         for i in range(args.repeats + 1):          # the first loop warms up
             libc.rewind(f)
-            t = time.perf_counter_ns()
+            t = time.process_time_ns()
             timed[name]()
             if i:
-                samples.append((time.perf_counter_ns() - t) / args.calls)
+                samples.append((time.process_time_ns() - t) / args.calls)
         got[name] = statistics.median(samples)
     if args.child.startswith("tfdarshan"):
         import tfdarshan

@@ -171,6 +171,25 @@ long threads_files_loop(const char *const *paths, long k, long threads, long siz
     return total;
 }
 
+/* threads new threads one after another, each doing what read_file does to
+ * its own k of the paths (paths holds threads * k of them): every file read
+ * for the first time */
+long threads_distinct_files_loop(const char *const *paths, long k, long threads, long size)
+{
+    long total = 0;
+    LOOP_BEGIN();
+    for (long t = 0; t < threads; t++) {
+        struct files_job j = {paths + t * k, k, size, 0};
+        pthread_t tid;
+        if (pthread_create(&tid, NULL, read_files, &j) != 0)
+            return -1;
+        pthread_join(tid, NULL);
+        total += j.total;
+    }
+    LOOP_END();
+    return total;
+}
+
 /* one call of fn(arg), bracketed: the shim's collect */
 int bracketed_call(int (*fn)(void *), void *arg)
 {

@@ -152,7 +152,7 @@ def _read_study(r, images) -> List[str]:
     spreads = {k: S.spread(v["wall"]) for k, v in cf.items()}
     out += _others(cf)
     out += ["", "Spread between repeated runs ((max − min) / median of the epoch time): " +
-            ", ".join(f"{k} {100 * v:.0f} %" for k, v in spreads.items()) + ".", "",
+            ", ".join(f"{k} {100 * v:.0f} %" for k, v in spreads.items()) + ".", "", _staged_how(r), "",
             "Staging, gains against the unstaged profiled run of the same round (bandwidth: higher is better; "
             "epoch time: negative is faster):", "",
             "| staged | files | bytes | predicted bandwidth gain | achieved bandwidth gain | epoch time change | "
@@ -162,6 +162,7 @@ def _read_study(r, images) -> List[str]:
         slower = ", ".join(map(str, g["slower_rounds"])) or "none"
         out.append(f"| {k} | {v['files']} | {_mib(v['bytes'])} | {100 * v['predicted_gain']:+.1f} % | "
                    f"{_pct(g['bandwidth'])} | {_pct(g['epoch_time'])} | {slower} |")
+    out += _job_time(r, st, sm)
     out.append("")
     for k in st:
         g, pred = sm["gains"][k], st[k]["predicted_gain"]
@@ -184,6 +185,38 @@ def _read_study(r, images) -> List[str]:
             f"{_versus(d['epoch_time'], 'epoch time (share of the unstaged epoch)', 'the recommendation', 'the rule', higher_is_better=False)}",
             ""]
     return out
+
+
+def _job_time(r, st, sm) -> List[str]:
+    """The advice's job-time prediction against what each round achieved."""
+    m = r.get("job_model")
+    if not m or not any("job_ratio" in sm["gains"][k] for k in st):
+        return []
+    out = ["", f"Job time (the training steps' wall time; the plan's prediction from the planning run, "
+               f"{m['job_time']:.2f} s of steps there, its input wait {m['slowest_wait']:.2f} s measured as "
+               f"{m['bound']}); achieved = the unstaged profiled run's steps less the staged run's, same round:", "",
+           "| staged | predicted job-time saving | achieved | achieved / predicted |", "|---|---|---|---|"]
+    for k in st:
+        g, pred = sm["gains"][k], st[k].get("predicted_job_saving")
+        if "job_ratio" not in g or pred is None:
+            continue
+        out.append(f"| {k} | {pred:.2f} s | {S.fmt(g['job_saving'], unit='s', digits=2)} | "
+                   f"{S.fmt(g['job_ratio'], digits=2)} |")
+    return out
+
+
+def _staged_how(r) -> str:
+    """How the staged configurations read their copies, and what round 1's served."""
+    if r.get("staging_by") != "served":
+        return ("The staged configurations' pipelines read the copies by their own paths (the training script "
+                "edited to use them).")
+    served = "; ".join(f"{k}: {v['served']['opens']} opens of {v['served']['files_throughout']} files, every "
+                       f"open of every staged file" if v["served"]["files_throughout"] == v["files"] else
+                       f"{k}: {v['served']['opens']} opens, {v['served']['files_throughout']} of {v['files']} files "
+                       "served throughout" for k, v in r["staging"].items() if "served" in v)
+    return ("The staged configurations run the training script unchanged, on the slow tier's paths: their copies "
+            "are served from inside the shim (`attach(staged=manifest)`, what `tfdarshan run --staged` does), each "
+            f"source checked before the epoch, as `staged_paths()` would be. Round 1 served {served}.")
 
 
 def _checkpoint_study(r, images) -> List[str]:

@@ -6,14 +6,26 @@
 2. plan: one profiled epoch with one reader (the paper's parallelism
    finding) and one with many, whose profile gives the paper's findings and
    the advisor's recommendation under a budget of 10 % of the data set's
-   bytes; stage that, and separately the paper's rule (files under 2 MB);
+   bytes, with each plan's predicted job-time saving (advice/job_time.py:
+   the training steps' wall time); stage that, and separately the paper's
+   rule (files under 2 MB);
 3. measure: `rounds` rounds, each running every configuration (unprofiled,
    profiled, staged as recommended, staged by the rule) once in a shuffled
    order, with the data set's page cache dropped before every run and the
    slow-tier daemon's CPU time read around it; gains are taken within a
-   round, against that round's unstaged profiled run."""
+   round, against that round's unstaged profiled run, and each round's
+   achieved job-time saving (the profiled run's training steps less the
+   staged run's) is held against the predicted one.
+
+A staged configuration runs the same training code on the same slow-tier
+paths: its copies are served from inside the shim (`attach(staged=...)`,
+as `tfdarshan run --staged` does), each source checked before the epoch, as
+`staged_paths()` would be called before it (staging="served"); or, with
+staging="paths", the pipeline is given the copies' own paths (the edited
+script the earlier results measured)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import json
@@ -48,6 +60,7 @@ class Config:
     rounds: int = 5                    # repetitions of every configuration, interleaved
     probes: int = 3                    # slow-tier probes, which must agree within PROBE_AGREEMENT
     probe_repeats: int = 5             # measurements a probe takes the median of
+    staging: str = "served"            # how staged configurations read their copies: "served" or "paths"
 
 
 SCALES = {
@@ -74,6 +87,7 @@ class Run:
     io_time: float                  # read + metadata time over the data set's files
     snapshot: object = None
     parts: Optional[Dict] = None
+    series: Optional[tuple] = None  # (steps, step files with paths) of a profiled run
 
     @property
     def bandwidth(self) -> float:
@@ -157,7 +171,15 @@ def train_epoch(cfg: Config, paths: List[str], readers: int, *, profile: bool, l
              "slowest_step_index": int(np.argmax(dur)), "before_first_step": float(steps["start"].min()),
              "after_last_step": float(snap.end - snap.start - steps["end"].max())} if len(dur) else {}
     return Run(label, wall, len(steps), step_time, int(p["POSIX_BYTES_READ"].sum()),
-               float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), snap, parts)
+               float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), snap, parts,
+               (prof.steps, with_paths(prof.step_files, snap)))
+
+
+def with_paths(step_files, snap):
+    """The step series' per-file rows with their paths (as written beside a log)."""
+    paths = dict(zip(snap.posix["record_id"], snap.posix["path"]))
+    paths.update(zip(snap.stdio["record_id"], snap.stdio["path"]))
+    return step_files.assign(path=[paths.get(r, "") for r in step_files["record_id"]])
 
 
 def wait_until_reads_stop(quiet: float = 0.2, limit: float = 10.0) -> None:
@@ -203,20 +225,50 @@ def findings(run: Run, paths: List[str]) -> Dict:
 
 
 def stage_selection(paths: List[str], root: str) -> Dict[str, str]:
-    """Stage `paths` under root with the stager; the source -> copy mapping."""
+    """Stage `paths` under root with the stager, recording them in a staging
+    map of root's own (root/staged.json: configurations staging the same
+    file keep apart copies); the source -> copy mapping. The manifest stays
+    at root/manifest.json, for serving."""
     from tfdarshan.advice import stager
-    fd, mpath = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        pathlib.Path(mpath).write_text(json.dumps(stager.make_manifest(paths, root, progress=True)))
+    os.makedirs(root, exist_ok=True)
+    mpath = os.path.join(root, "manifest.json")
+    with staging_map(root):
+        pathlib.Path(mpath).write_text(json.dumps(stager.make_manifest(paths, os.path.join(root, "copies"),
+                                                                       progress=True)))
         r = stager.stage(mpath, progress=True)
-        if not r.ok:
-            raise RuntimeError(f"staging failed: {r.failed[:3]}")
-        return {e["source"]: e["destination"] for e in json.loads(pathlib.Path(mpath).read_text())["entries"]}
+    if not r.ok:
+        raise RuntimeError(f"staging failed: {r.failed[:3]}")
+    return {e["source"]: e["destination"] for e in json.loads(pathlib.Path(mpath).read_text())["entries"]}
+
+
+@contextlib.contextmanager
+def staging_map(root: str):
+    """The staging map (and this host's record of its copies) under root."""
+    before = os.environ.get("TFDARSHAN_STAGING_MAP")
+    os.environ["TFDARSHAN_STAGING_MAP"] = os.path.join(root, "staged.json")
+    try:
+        yield
     finally:
-        for p in (mpath, mpath + ".state.json"):
-            if os.path.exists(p):
-                os.unlink(p)
+        if before is None:
+            os.environ.pop("TFDARSHAN_STAGING_MAP", None)
+        else:
+            os.environ["TFDARSHAN_STAGING_MAP"] = before
+
+
+@contextlib.contextmanager
+def served_from(root: Optional[str]):
+    """The staged configuration under root served from inside the shim (its
+    sources checked now, before the epoch); nothing when root is None."""
+    import tfdarshan
+    if root is None:
+        yield
+        return
+    with staging_map(root):
+        tfdarshan.serve_staged(os.path.join(root, "manifest.json"), check_ahead=True)
+    try:
+        yield
+    finally:
+        tfdarshan.serve_staged(None)
 
 
 def probe_slow(directory: str, n: int, repeats: int, **sizes) -> Dict:
@@ -279,17 +331,22 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
             result["findings"] = findings(plan, slow_paths)
             result["one_reader"] = {"wall": one.wall, "bandwidth": one.bandwidth}
             budget = int(total * cfg.budget_share)
-            advice = advisor.recommend(plan.snapshot, fast, budget)
+            advice = advisor.recommend(plan.snapshot, fast, budget, steps=plan.series[0], step_files=plan.series[1])
+            job = advice.job or {"savings": {}, "model": None}
+            result["job_model"] = job["model"]
             result["findings_advisor"] = [f.title for f in advice.findings]
             sel = {"recommended": advice.chosen, "under 2 MB": advice.baselines["under_2mb"]}
             chosen = {k: [advice.costs["path"].iat[i] for i in v] for k, v in sel.items()}
             log(f"   staging {len(chosen['recommended'])} files as recommended, "
                 f"{len(chosen['under 2 MB'])} under 2 MB for the paper's rule")
-            mappings = {k: stage_selection(v, os.path.join(fast_root, k.replace(" ", "_"))) for k, v in chosen.items()}
+            roots = {k: os.path.join(fast_root, k.replace(" ", "_")) for k in chosen}
+            mappings = {k: stage_selection(v, roots[k]) for k, v in chosen.items()}
+            result["staging_by"] = cfg.staging
             local_of = dict(zip(slow_paths, local))
             result["staging"] = {
                 k: {"files": len(v), "bytes": int(sum(os.path.getsize(local_of[x]) for x in v)),
                     "predicted_saving": advice.saving(sel[k]),
+                    "predicted_job_saving": job["savings"].get("chosen" if k == "recommended" else "under_2mb"),
                     "predicted_gain": plan.io_time / max(plan.io_time - advice.saving(sel[k]), 1e-12) - 1}
                 for k, v in chosen.items()}
             plan_snap = plan.snapshot
@@ -304,9 +361,11 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
                 row = {"order": order}
                 for name in order:
                     drop_cache(local)
-                    paths = [mappings[name].get(p, p) for p in slow_paths] if name in mappings else slow_paths
-                    run, cpu, others = measured(tier.pid, lambda: train_epoch(
-                        cfg, paths, cfg.readers, profile=name != "unprofiled", label=name, data_files=paths))
+                    edited = name in mappings and cfg.staging == "paths"
+                    paths = [mappings[name].get(p, p) for p in slow_paths] if edited else slow_paths
+                    with served_from(roots[name] if name in mappings and not edited else None):
+                        run, cpu, others = measured(tier.pid, lambda: train_epoch(
+                            cfg, paths, cfg.readers, profile=name != "unprofiled", label=name, data_files=paths))
                     row[name] = {"wall": run.wall, "bandwidth": run.bandwidth, "step_time": run.step_time,
                                  "io_time": run.io_time, "bytes_read": run.bytes_read, "daemon_cpu": cpu,
                                  "others_cores": others,
@@ -314,22 +373,26 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
                     if name in mappings and r == 0:
                         # the mechanics, which no noise can flip: the staged run read the copies
                         c = advisor.compare_runs(plan_snap, run.snapshot, mappings[name], None)
-                        result["staging"][name].update(copies_read=c["copies_read"], sources_read=c["sources_read"])
+                        result["staging"][name].update(copies_read=c["copies_read"], sources_read=c["sources_read"],
+                                                       served=c["served"])
                     del run
                     gc.collect()
                 log(f"   round {r + 1}/{cfg.rounds}: " + ", ".join(
                     f"{n} {row[n]['wall']:.1f} s" for n in CONFIGS))
                 rounds.append(row)
             result["rounds"] = rounds
-            result["summary"] = summarize(rounds)
+            result["summary"] = summarize(rounds, {k: v.get("predicted_job_saving")
+                                                   for k, v in result["staging"].items()})
     finally:
         shutil.rmtree(fast_root, ignore_errors=True)
     return result
 
 
-def summarize(rounds: List[Dict]) -> Dict:
+def summarize(rounds: List[Dict], predicted_job: Optional[Dict] = None) -> Dict:
     """Medians and intervals over the rounds: per configuration, and the
-    within-round gains against the unstaged profiled run."""
+    within-round gains against the unstaged profiled run; with each staged
+    configuration's predicted job-time saving, the saving each round
+    achieved in its training steps and its ratio to the prediction."""
     out: Dict = {"configs": {}, "gains": {}}
     for name in CONFIGS:
         runs = [r[name] for r in rounds]
@@ -343,6 +406,10 @@ def summarize(rounds: List[Dict]) -> Dict:
             "bandwidth": S.summary([s["bandwidth"] / b["bandwidth"] - 1 for s, b in zip(st, base)]),
             "epoch_time": S.summary([s["wall"] / b["wall"] - 1 for s, b in zip(st, base)]),
             "slower_rounds": [i + 1 for i, (s, b) in enumerate(zip(st, base)) if s["wall"] > b["wall"]]}
+        pred = (predicted_job or {}).get(name)
+        saved = [b["steps"] - s["steps"] for s, b in zip(st, base) if "steps" in s and "steps" in b]
+        out["gains"][name]["job_saving"] = S.summary(saved)
+        out["gains"][name]["job_ratio"] = S.summary([x / pred for x in saved] if pred else [])
     out["recommended_minus_rule"] = {
         "bandwidth": S.summary([r["recommended"]["bandwidth"] / r["profiled"]["bandwidth"]
                                 - r["under 2 MB"]["bandwidth"] / r["profiled"]["bandwidth"] for r in rounds]),

@@ -37,6 +37,8 @@ typedef struct tfd_collect_result {
     int64_t trace_dropped;           /* trace segments dropped for lack of memory */
     int64_t n_threads;               /* threads that ever recorded */
     int64_t n_shards;                /* (thread, record) counters folded: a collect's cost */
+    int64_t busy_ticks;              /* wall time with a read or metadata call in flight, since the last collect */
+    int64_t busy_joined;             /* spans joined across a gap (a full ring): busy_ticks is then an upper bound */
 } tfd_collect_result;
 
 typedef struct tfd_clock_info {
@@ -92,8 +94,40 @@ int tfd_path_excluded(const char *clean_path);
 void tfd_clock(tfd_clock_info *out);
 int64_t tfd_now_ticks(void);
 
-/* benchmarks only (native/bench.c): the originals of pread/pread64/fread
- * replaced by stubs that do nothing, and the wrappers' addresses */
-int tfd_bench_stub(int on);
-void *tfd_bench_wrapper(const char *name);
-void *tfd_bench_stub_function(const char *name);
+/* Staged copies served in place of their sources (native/staged.c,
+ * redirect.c). A source is checked at its first use: it must still have
+ * the size and mtime it had when staged, and the copy must be a regular
+ * file of that size with the recorded mtime; else it is never served. */
+typedef struct tfd_staged_spec {
+    int64_t n;
+    const char *const *sources;      /* absolute, clean (no //, /./ or ..) */
+    const char *const *copies;
+    const int64_t *sizes;
+    const int64_t *source_mtimes_ns;
+    const int64_t *copy_mtimes_ns;
+} tfd_staged_spec;
+
+#define TFD_STAGED_UNCHECKED 0
+#define TFD_STAGED_SERVING 1
+#define TFD_STAGED_SOURCE_CHANGED -1     /* size or mtime differ from when it was staged */
+#define TFD_STAGED_SOURCE_UNREADABLE -2  /* its stat failed */
+#define TFD_STAGED_NOT_A_FILE -3         /* the source is not a regular file */
+#define TFD_STAGED_COPY_MISSING -4       /* no copy on this node */
+#define TFD_STAGED_COPY_DIFFERS -5       /* the copy is not a file of the source's size and recorded mtime */
+#define TFD_STAGED_COPY_FAILED -6        /* an open or stat of the copy failed */
+#define TFD_STAGED_WRITTEN -7            /* this process wrote, truncated, renamed or removed the source */
+#define TFD_STAGED_ROW 9                 /* a used entry: index, state, then the 7 counts of staged.h */
+
+typedef struct tfd_staged_rows {
+    int64_t n;
+    int64_t *rows;                   /* n x TFD_STAGED_ROW */
+} tfd_staged_rows;
+
+/* serve these copies from now on (n = 0: none); 0, or -1 with err filled */
+int tfd_staged_load(const tfd_staged_spec *spec, char *err, size_t err_len);
+int64_t tfd_staged_loaded(void);
+/* check entry i now, ahead of its first use; its state */
+int tfd_staged_check(int64_t i);
+/* the entries of the loaded table this process has used */
+int tfd_staged_used(tfd_staged_rows *out);
+void tfd_staged_free(tfd_staged_rows *out);

@@ -1,9 +1,9 @@
 /* Darshan's record id: Bob Jenkins' 64-bit "lookup8" hash of the cleaned
  * path with level 0, as darshan_core_gen_record_id() computes it. The
  * algorithm is in the public domain; this is our own rendering of it. */
-#include "shim.h"
+#include "darshan_hash.h"
 
-#include <string.h>
+#include "public.h"
 
 static inline uint64_t load_le64(const unsigned char *p, size_t n)
 {

@@ -25,7 +25,7 @@
  * Darshan library, and objects outside the base link-map namespace
  * (dlmopen: they have their own libc, which our wrappers must not mix with
  * ours). No dl* function is called from inside a callback. */
-#include "shim.h"
+#include "elfpatch.h"
 
 #include <elf.h>
 #include <link.h>
@@ -36,6 +36,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <gnu/libc-version.h>
+
+#include "public.h"
+#include "maps.h"
 
 #if defined(__x86_64__)
 #define R_JUMP_SLOT R_X86_64_JUMP_SLOT
@@ -53,7 +56,7 @@ enum { TABLE_JMPREL, TABLE_RELA };
 typedef struct patch {
     uint32_t index;             /* entry in the object's JMPREL or RELA table */
     uint8_t table;
-    short hook;                 /* index into tfd_hooks */
+    short hook;                 /* index into hooks */
     void *original;
 } patch;
 
@@ -74,6 +77,8 @@ static unsigned pass_number;
 static unsigned long long seen_adds = ~0ull, seen_subs = ~0ull;
 static int pending;             /* objects left for a later pass */
 static const void *chain_marker;
+static const tfd_hook *hooks;   /* what to patch (attach.c's table) */
+static int n_hooks;
 
 /* ---- hook lookup by symbol name: a small open-addressing table */
 #define NAME_SLOTS 512
@@ -94,10 +99,10 @@ static void build_name_table(void)
         return;
     for (int i = 0; i < NAME_SLOTS; i++)
         name_table[i] = -1;
-    for (int i = 0; i < tfd_n_hooks; i++) {
-        if (!*tfd_hooks[i].real)
+    for (int i = 0; i < n_hooks; i++) {
+        if (!*hooks[i].real)
             continue;           /* no original to forward to: leave it alone */
-        const char *n = tfd_hooks[i].name;
+        const char *n = hooks[i].name;
         unsigned k = (unsigned)(fnv(14695981039346656037ull, n, strlen(n)) % NAME_SLOTS);
         while (name_table[k] >= 0)
             k = (k + 1) % NAME_SLOTS;
@@ -110,7 +115,7 @@ static int find_hook(const char *name)
 {
     unsigned k = (unsigned)(fnv(14695981039346656037ull, name, strlen(name)) % NAME_SLOTS);
     for (; name_table[k] >= 0; k = (k + 1) % NAME_SLOTS)
-        if (strcmp(tfd_hooks[name_table[k]].name, name) == 0)
+        if (strcmp(hooks[name_table[k]].name, name) == 0)
             return name_table[k];
     return -1;
 }
@@ -297,7 +302,7 @@ static object *new_object(const struct dl_phdr_info *info, uint64_t fingerprint)
 /* Point a slot at the wrapper, remembering what it held. */
 static void patch_slot(void **slot, int hook, void **original)
 {
-    void *wrapper = tfd_hooks[hook].wrapper;
+    void *wrapper = hooks[hook].wrapper;
     void *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (cur == wrapper || !relocated(cur))
         return;         /* ours already, or unresolved (a weak symbol absent) */
@@ -350,7 +355,7 @@ static int visit(struct dl_phdr_info *info, size_t size, void *data)
                 /* a reload at the same place, or a lazy binding racing
                  * with our write, may have put an original back */
                 patch_slot(slot, p->hook, &p->original);
-            else if (p->original && __atomic_load_n(slot, __ATOMIC_ACQUIRE) == tfd_hooks[p->hook].wrapper &&
+            else if (p->original && __atomic_load_n(slot, __ATOMIC_ACQUIRE) == hooks[p->hook].wrapper &&
                      tfd_maps_write(slot, p->original) == 0)
                 sc->restored++;
         }
@@ -391,6 +396,16 @@ static int counts_callback(struct dl_phdr_info *info, size_t size, void *data)
     c[0] = info->dlpi_adds;
     c[1] = info->dlpi_subs;
     return 1;
+}
+
+void tfd_patch_use(const tfd_hook *table, int n)
+{
+    pthread_mutex_lock(&patch_lock);
+    if (hooks != table || n_hooks != n)
+        name_table_ready = 0;
+    hooks = table;
+    n_hooks = n;
+    pthread_mutex_unlock(&patch_lock);
 }
 
 void tfd_patch_set_chain_base(const void *addr)
@@ -518,7 +533,7 @@ static int probe_callback(struct dl_phdr_info *info, size_t size, void *data)
     object *obj = find_object(info, v.fingerprint);
     for (int i = 0; obj && i < obj->n_patches && !q->found; i++) {
         void **slot = slot_of(&v, &obj->patches[i]);
-        q->found = slot && __atomic_load_n(slot, __ATOMIC_ACQUIRE) == tfd_hooks[obj->patches[i].hook].wrapper;
+        q->found = slot && __atomic_load_n(slot, __ATOMIC_ACQUIRE) == hooks[obj->patches[i].hook].wrapper;
     }
     return q->found;
 }
@@ -534,7 +549,7 @@ int tfd_object_is_patched(const char *fragment)
 
 /* The parent may have held the lock at fork; the child's copy of the
  * table describes the same objects, which the child inherited. */
-void tfd_patch_atfork_child(void)
+void tfd_patch_after_fork(void)
 {
     pthread_mutex_init(&patch_lock, NULL);
 }

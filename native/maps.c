@@ -1,20 +1,21 @@
 /* The process's memory map as the patcher needs it: the protection of
  * each mapping, read from /proc/self/maps once per patch pass, and a GOT
  * slot write that opens a read-only (RELRO) page for that write only. */
-#include "shim.h"
+#include "maps.h"
 
-#include <string.h>
-
-#include <stdlib.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 typedef struct region { uintptr_t start, end; int prot; } region;
 static region *regions;
 static int n_regions;
-/* what the patcher itself read of /proc/self/maps: the kernel counts it as
- * the process's reads, coverage counts it with the excluded paths */
-int64_t tfd_maps_bytes;
+static int64_t bytes_read;      /* of /proc/self/maps, by the patcher */
+
+int64_t tfd_maps_bytes_read(void)
+{
+    return __atomic_load_n(&bytes_read, __ATOMIC_RELAXED);
+}
 
 void tfd_maps_load(void)
 {
@@ -27,7 +28,7 @@ void tfd_maps_load(void)
     int cap = 0;
     char line[512];
     while (fgets(line, sizeof(line), f)) {
-        __atomic_add_fetch(&tfd_maps_bytes, (int64_t)strlen(line), __ATOMIC_RELAXED);
+        __atomic_add_fetch(&bytes_read, (int64_t)strlen(line), __ATOMIC_RELAXED);
         unsigned long s, e;
         char perms[8];
         if (sscanf(line, "%lx-%lx %7s", &s, &e, perms) != 3)

@@ -2,29 +2,22 @@
  * when detached; otherwise time the original, record only what succeeded
  * (Darshan's rules), and hand back the original's return value and errno
  * untouched. Arguments are never read before the original has validated
- * them, so a bad pointer fails the way it would without us. */
-#include "shim.h"
+ * them, so a bad pointer fails the way it would without us; the one
+ * exception is the path of an open or a stat while staged copies are
+ * loaded (redirect.h), read first to decide which file the call is made on
+ * (a NULL path is passed on untouched). */
+#include "wrappers.h"
 
-#include <errno.h>
-#include <link.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define HOOK(name, ret, params) ret(*tfd_real_##name) params;
-#include "hooks.def"
-#undef HOOK
-
-tfd_hook tfd_hooks[] = {
-#define HOOK(name, ret, params) {#name, (void *)tfd_w_##name, (void **)&tfd_real_##name},
-#include "hooks.def"
-#undef HOOK
-};
-const int tfd_n_hooks = sizeof(tfd_hooks) / sizeof(tfd_hooks[0]);
+#include "fdmap.h"
+#include "redirect.h"
+#include "rules_posix.h"
+#include "rules_stdio.h"
 
 /* the recording inlined into the data wrappers (its rare cases stay out of
- * line, records.h): one call, one prologue */
+ * line, TFD_COLD in base.h): one call, one prologue */
 #define FLAT __attribute__((flatten))
 #define ALIGNED(p) (((uintptr_t)(p) % 8) == 0)
 
@@ -54,6 +47,9 @@ int tfd_w_open(const char *path, int flags, ...)
     OPEN_MODE(flags, mode);
     if (IDLE())
         return tfd_real_open(path, flags, mode);
+#define CALL(p) tfd_real_open(p, flags, mode)
+    STAGED_OPEN(AT_FDCWD, path, flags, CREATED_MODE(flags, mode), CALL);
+#undef CALL
     TIMED(tfd_real_open(path, flags, mode));
     if (r >= 0)
         KEEP_ERRNO(tfd_posix_open(r, AT_FDCWD, path, CREATED_MODE(flags, mode), t1, t2));
@@ -65,6 +61,9 @@ int tfd_w_open64(const char *path, int flags, ...)
     OPEN_MODE(flags, mode);
     if (IDLE())
         return tfd_real_open64(path, flags, mode);
+#define CALL(p) tfd_real_open64(p, flags, mode)
+    STAGED_OPEN(AT_FDCWD, path, flags, CREATED_MODE(flags, mode), CALL);
+#undef CALL
     TIMED(tfd_real_open64(path, flags, mode));
     if (r >= 0)
         KEEP_ERRNO(tfd_posix_open(r, AT_FDCWD, path, CREATED_MODE(flags, mode), t1, t2));
@@ -76,6 +75,9 @@ int tfd_w_openat(int dirfd, const char *path, int flags, ...)
     OPEN_MODE(flags, mode);
     if (IDLE())
         return tfd_real_openat(dirfd, path, flags, mode);
+#define CALL(p) tfd_real_openat(dirfd, p, flags, mode)
+    STAGED_OPEN(dirfd, path, flags, CREATED_MODE(flags, mode), CALL);
+#undef CALL
     TIMED(tfd_real_openat(dirfd, path, flags, mode));
     if (r >= 0)
         KEEP_ERRNO(tfd_posix_open(r, dirfd, path, CREATED_MODE(flags, mode), t1, t2));
@@ -87,29 +89,50 @@ int tfd_w_openat64(int dirfd, const char *path, int flags, ...)
     OPEN_MODE(flags, mode);
     if (IDLE())
         return tfd_real_openat64(dirfd, path, flags, mode);
+#define CALL(p) tfd_real_openat64(dirfd, p, flags, mode)
+    STAGED_OPEN(dirfd, path, flags, CREATED_MODE(flags, mode), CALL);
+#undef CALL
     TIMED(tfd_real_openat64(dirfd, path, flags, mode));
     if (r >= 0)
         KEEP_ERRNO(tfd_posix_open(r, dirfd, path, CREATED_MODE(flags, mode), t1, t2));
     return r;
 }
 
-/* the fortified opens (_FORTIFY_SOURCE) and creat: fixed arguments */
-#define OPEN_FIXED(name, params, args, dirfd, path, mode)                     \
+/* the fortified opens (_FORTIFY_SOURCE) and creat: fixed arguments; a
+ * staged source is opened as an open would (STAGED: the hook, or nothing) */
+#define OPEN_FIXED_STAGED(name, params, args, dirfd, path, mode, STAGED)      \
     int tfd_w_##name params                                                  \
     {                                                                        \
         if (IDLE())                                                          \
             return tfd_real_##name args;                                     \
+        STAGED;                                                              \
         TIMED(tfd_real_##name args);                                         \
         if (r >= 0)                                                          \
             KEEP_ERRNO(tfd_posix_open(r, dirfd, path, mode, t1, t2));        \
         return r;                                                            \
     }
-OPEN_FIXED(__open_2, (const char *path, int flags), (path, flags), AT_FDCWD, path, 0)
-OPEN_FIXED(__open64_2, (const char *path, int flags), (path, flags), AT_FDCWD, path, 0)
-OPEN_FIXED(__openat_2, (int dirfd, const char *path, int flags), (dirfd, path, flags), dirfd, path, 0)
-OPEN_FIXED(__openat64_2, (int dirfd, const char *path, int flags), (dirfd, path, flags), dirfd, path, 0)
-OPEN_FIXED(creat, (const char *path, mode_t mode), (path, mode), AT_FDCWD, path, (int64_t)mode)
-OPEN_FIXED(creat64, (const char *path, mode_t mode), (path, mode), AT_FDCWD, path, (int64_t)mode)
+#define OPEN_FIXED(name, params, args, dirfd, path, mode) OPEN_FIXED_STAGED(name, params, args, dirfd, path, mode, )
+#define OPEN2(name, p) tfd_real_##name(p, flags)
+#define OPENAT2(name, p) tfd_real_##name(dirfd, p, flags)
+#define CALL_OPEN2(p) OPEN2(__open_2, p)
+#define CALL_OPEN64_2(p) OPEN2(__open64_2, p)
+#define CALL_OPENAT2(p) OPENAT2(__openat_2, p)
+#define CALL_OPENAT64_2(p) OPENAT2(__openat64_2, p)
+OPEN_FIXED_STAGED(__open_2, (const char *path, int flags), (path, flags), AT_FDCWD, path, 0,
+                  STAGED_OPEN(AT_FDCWD, path, flags, 0, CALL_OPEN2))
+OPEN_FIXED_STAGED(__open64_2, (const char *path, int flags), (path, flags), AT_FDCWD, path, 0,
+                  STAGED_OPEN(AT_FDCWD, path, flags, 0, CALL_OPEN64_2))
+OPEN_FIXED_STAGED(__openat_2, (int dirfd, const char *path, int flags), (dirfd, path, flags), dirfd, path, 0,
+                  STAGED_OPEN(dirfd, path, flags, 0, CALL_OPENAT2))
+OPEN_FIXED_STAGED(__openat64_2, (int dirfd, const char *path, int flags), (dirfd, path, flags), dirfd, path, 0,
+                  STAGED_OPEN(dirfd, path, flags, 0, CALL_OPENAT64_2))
+#define CREAT_FLAGS (O_CREAT | O_WRONLY | O_TRUNC)
+#define CALL_CREAT(p) tfd_real_creat(p, mode)
+#define CALL_CREAT64(p) tfd_real_creat64(p, mode)
+OPEN_FIXED_STAGED(creat, (const char *path, mode_t mode), (path, mode), AT_FDCWD, path, (int64_t)mode,
+                  STAGED_OPEN(AT_FDCWD, path, CREAT_FLAGS, (int64_t)mode, CALL_CREAT))
+OPEN_FIXED_STAGED(creat64, (const char *path, mode_t mode), (path, mode), AT_FDCWD, path, (int64_t)mode,
+                  STAGED_OPEN(AT_FDCWD, path, CREAT_FLAGS, (int64_t)mode, CALL_CREAT64))
 /* mkstemp and friends fill in the template: record the name they chose */
 OPEN_FIXED(mkstemp, (char *tmpl), (tmpl), AT_FDCWD, tmpl, 0)
 OPEN_FIXED(mkostemp, (char *tmpl, int flags), (tmpl, flags), AT_FDCWD, tmpl, 0)
@@ -119,7 +142,7 @@ OPEN_FIXED(mkostemps, (char *tmpl, int suffixlen, int flags), (tmpl, suffixlen, 
 int tfd_w_close(int fd)
 {
     void *token;                /* none or excluded: nothing to time */
-    if (IDLE() || !(token = tfd_posix_close_begin(fd)) || token == (void *)&tfd_excluded)
+    if (IDLE() || !(token = tfd_posix_close_begin(fd)) || token == (void *)EXCLUDED)
         return tfd_real_close(fd);
     TIMED(tfd_real_close(fd));
     HOT(tfd_posix_close_end(token, t1, t2));
@@ -180,15 +203,16 @@ int tfd_w_fileno(FILE *stream)
         tfd_rec *rec;                                                        \
         if (IDLE() || !(rec = tfd_posix_record(fd)))                         \
             return tfd_real_##name args;                                     \
-        if (TFD_UNLIKELY(rec == &tfd_excluded)) {  /* its bytes, untimed */  \
+        if (TFD_UNLIKELY(rec == EXCLUDED)) {  /* its bytes, untimed */       \
             ssize_t r = tfd_real_##name args;                                \
             if (r > 0)                                                       \
-                HOT(tfd_posix_##kind##_rec(rec, r, 0, 0, 0, 0));             \
+                HOT(tfd_posix_##kind##_rec(rec, NULL, r, 0, 0, 0, 0));       \
             return r;                                                        \
         }                                                                    \
+        void *ahead = tfd_posix_data_ahead(rec);                             \
         TIMED(tfd_real_##name args);                                         \
         if (r >= 0)                                                          \
-            HOT(tfd_posix_##kind##_rec(rec, r, (pflag) ? (offset) : 0, TFD_DATA_FLAGS(pflag, aligned), t1, t2)); \
+            HOT(tfd_posix_##kind##_rec(rec, ahead, r, (pflag) ? (offset) : 0, TFD_DATA_FLAGS(pflag, aligned), t1, t2)); \
         return r;                                                            \
     }
 
@@ -253,12 +277,14 @@ int tfd_w_posix_fadvise64(int fd, off64_t off, off64_t len, int advice)
 
 /* --------------------------------------------------------------- metadata */
 
-/* Darshan counts stats of regular files only */
-#define STAT_PATH_WRAPPER(name, params, args, dirfd, path, mode)             \
+/* Darshan counts stats of regular files only. A staged source's stat is
+ * answered for its copy (CALL_name below: the call with another path). */
+#define STAT_PATH_WRAPPER(name, params, args, nofollow, dirfd, path, mode)   \
     int tfd_w_##name params                                                  \
     {                                                                        \
         if (IDLE())                                                          \
             return tfd_real_##name args;                                     \
+        STAGED_STAT(dirfd, path, nofollow, CALL_##name, mode);              \
         TIMED(tfd_real_##name args);                                         \
         if (r == 0 && S_ISREG(mode))                                         \
             KEEP_ERRNO(tfd_posix_stat_path(dirfd, path, t1, t2));            \
@@ -280,6 +306,8 @@ int tfd_w_posix_fadvise64(int fd, off64_t off, off64_t len, int advice)
     {                                                                        \
         if (IDLE())                                                          \
             return tfd_real_##name args;                                     \
+        if (!((flags) & AT_EMPTY_PATH) || (path && path[0]))                 \
+            STAGED_STAT(dirfd, path, (flags) & AT_SYMLINK_NOFOLLOW, CALL_##name, mode); \
         TIMED(tfd_real_##name args);                                         \
         if (r == 0 && S_ISREG(mode)) {                                       \
             if (((flags) & AT_EMPTY_PATH) && path && !path[0])               \
@@ -290,14 +318,29 @@ int tfd_w_posix_fadvise64(int fd, off64_t off, off64_t len, int advice)
         return r;                                                            \
     }
 
-STAT_PATH_WRAPPER(stat, (const char *p, struct stat *b), (p, b), AT_FDCWD, p, b->st_mode)
-STAT_PATH_WRAPPER(lstat, (const char *p, struct stat *b), (p, b), AT_FDCWD, p, b->st_mode)
-STAT_PATH_WRAPPER(stat64, (const char *p, struct stat64 *b), (p, b), AT_FDCWD, p, b->st_mode)
-STAT_PATH_WRAPPER(lstat64, (const char *p, struct stat64 *b), (p, b), AT_FDCWD, p, b->st_mode)
-STAT_PATH_WRAPPER(__xstat, (int v, const char *p, struct stat *b), (v, p, b), AT_FDCWD, p, b->st_mode)
-STAT_PATH_WRAPPER(__lxstat, (int v, const char *p, struct stat *b), (v, p, b), AT_FDCWD, p, b->st_mode)
-STAT_PATH_WRAPPER(__xstat64, (int v, const char *p, struct stat64 *b), (v, p, b), AT_FDCWD, p, b->st_mode)
-STAT_PATH_WRAPPER(__lxstat64, (int v, const char *p, struct stat64 *b), (v, p, b), AT_FDCWD, p, b->st_mode)
+/* each path wrapper's call with the path replaced (the staged hook's CALL) */
+#define CALL_stat(q) tfd_real_stat(q, b)
+#define CALL_lstat(q) tfd_real_lstat(q, b)
+#define CALL_stat64(q) tfd_real_stat64(q, b)
+#define CALL_lstat64(q) tfd_real_lstat64(q, b)
+#define CALL___xstat(q) tfd_real___xstat(v, q, b)
+#define CALL___lxstat(q) tfd_real___lxstat(v, q, b)
+#define CALL___xstat64(q) tfd_real___xstat64(v, q, b)
+#define CALL___lxstat64(q) tfd_real___lxstat64(v, q, b)
+#define CALL_fstatat(q) tfd_real_fstatat(d, q, b, f)
+#define CALL_fstatat64(q) tfd_real_fstatat64(d, q, b, f)
+#define CALL_newfstatat(q) tfd_real_newfstatat(d, q, b, f)
+#define CALL___fxstatat(q) tfd_real___fxstatat(v, d, q, b, f)
+#define CALL___fxstatat64(q) tfd_real___fxstatat64(v, d, q, b, f)
+#define CALL_statx(q) tfd_real_statx(d, q, f, m, b)
+STAT_PATH_WRAPPER(stat, (const char *p, struct stat *b), (p, b), 0, AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(lstat, (const char *p, struct stat *b), (p, b), 1, AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(stat64, (const char *p, struct stat64 *b), (p, b), 0, AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(lstat64, (const char *p, struct stat64 *b), (p, b), 1, AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(__xstat, (int v, const char *p, struct stat *b), (v, p, b), 0, AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(__lxstat, (int v, const char *p, struct stat *b), (v, p, b), 1, AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(__xstat64, (int v, const char *p, struct stat64 *b), (v, p, b), 0, AT_FDCWD, p, b->st_mode)
+STAT_PATH_WRAPPER(__lxstat64, (int v, const char *p, struct stat64 *b), (v, p, b), 1, AT_FDCWD, p, b->st_mode)
 STAT_FD_WRAPPER(fstat, (int fd, struct stat *b), (fd, b), fd, b->st_mode)
 STAT_FD_WRAPPER(fstat64, (int fd, struct stat64 *b), (fd, b), fd, b->st_mode)
 STAT_FD_WRAPPER(__fxstat, (int v, int fd, struct stat *b), (v, fd, b), fd, b->st_mode)
@@ -315,18 +358,24 @@ int tfd_w_rename(const char *oldpath, const char *newpath)
     if (IDLE())
         return tfd_real_rename(oldpath, newpath);
     TIMED(tfd_real_rename(oldpath, newpath));
-    if (r == 0)
+    if (r == 0) {
         KEEP_ERRNO(tfd_posix_rename(oldpath, newpath, t1, t2));
+        STAGED_WRITTEN(AT_FDCWD, oldpath);
+        STAGED_WRITTEN(AT_FDCWD, newpath);
+    }
     return r;
 }
 
 /* ------------------------------------------------------------------ STDIO */
 
+#define CALL_fopen(p) tfd_real_fopen(p, mode)
+#define CALL_fopen64(p) tfd_real_fopen64(p, mode)
 #define FOPEN_WRAPPER(name)                                                  \
     FILE *tfd_w_##name(const char *path, const char *mode)                   \
     {                                                                        \
         if (IDLE())                                                          \
             return tfd_real_##name(path, mode);                              \
+        STAGED_FOPEN(path, mode, CALL_##name);                               \
         TIMED(tfd_real_##name(path, mode));                                  \
         if (r)                                                               \
             KEEP_ERRNO(tfd_stdio_open(r, path, t1, t2));                     \
@@ -335,14 +384,22 @@ int tfd_w_rename(const char *oldpath, const char *newpath)
 FOPEN_WRAPPER(fopen)
 FOPEN_WRAPPER(fopen64)
 
+/* a stream served from a copy, reopened by freopen(NULL, ...), reopens its source */
 #define FREOPEN_WRAPPER(name)                                                \
     FILE *tfd_w_##name(const char *path, const char *mode, FILE *stream)     \
     {                                                                        \
         if (IDLE())                                                          \
             return tfd_real_##name(path, mode, stream);                      \
+        char source_[PATH_MAX];                                              \
+        if (!path && staged_loaded())                                        \
+            path = redirect_reopened_source(stream, mode, source_, sizeof(source_)); \
         TIMED(tfd_real_##name(path, mode, stream));                          \
         if (r && path)                                                       \
             KEEP_ERRNO(tfd_stdio_open(r, path, t1, t2));                     \
+        if (r && staged_loaded()) {                                          \
+            STAGED_WRITTEN(AT_FDCWD, mode && (mode[0] != 'r' || strchr(mode, '+')) ? path : NULL); \
+            KEEP_ERRNO(redirect_stream_written(r, mode));                    \
+        }                                                                    \
         return r;                                                            \
     }
 FREOPEN_WRAPPER(freopen)
@@ -506,64 +563,4 @@ int tfd_w_fprintf(FILE *stream, const char *format, ...)
     int r = tfd_w_vfprintf(stream, format, ap);
     va_end(ap);
     return r;
-}
-
-/* ---------------------------------------------------------------- dlopen */
-
-/* dlopen resolves a bare name against its caller's RPATH/RUNPATH, and the
- * caller is now us. Search the real caller's path list ourselves (dlinfo
- * gives it in the loader's order, $ORIGIN expanded), then let the loader do
- * the rest (LD_LIBRARY_PATH, ld.so.cache, system directories). */
-static void *open_for_caller(Lmid_t lmid, const char *file, int mode, const void *caller)
-{
-#define REAL_OPEN(f, m) (lmid == LM_ID_BASE ? tfd_real_dlopen(f, m) : tfd_real_dlmopen(lmid, f, m))
-    if (!file || strchr(file, '/'))
-        return REAL_OPEN(file, mode);
-    void *h = REAL_OPEN(file, mode | RTLD_NOLOAD);
-    if (h)
-        return h;
-    Dl_info info;
-    struct link_map *lm = NULL;
-    if (!dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
-        return REAL_OPEN(file, mode);
-    Dl_serinfo size;
-    if (dlinfo(lm, RTLD_DI_SERINFOSIZE, &size) != 0)
-        return REAL_OPEN(file, mode);
-    Dl_serinfo *si = malloc(size.dls_size);
-    if (!si)
-        return REAL_OPEN(file, mode);
-    si->dls_size = size.dls_size;
-    si->dls_cnt = size.dls_cnt;
-    if (dlinfo(lm, RTLD_DI_SERINFO, si) == 0) {
-        char path[4096];
-        for (unsigned i = 0; i < si->dls_cnt; i++) {
-            if (si->dls_serpath[i].dls_flags & (LA_SER_DEFAULT | LA_SER_CONFIG))
-                continue;
-            int n = snprintf(path, sizeof(path), "%s/%s", si->dls_serpath[i].dls_name, file);
-            if (n <= 0 || (size_t)n >= sizeof(path) || access(path, F_OK) != 0)
-                continue;
-            h = REAL_OPEN(path, mode);
-            if (h)
-                break;
-        }
-    }
-    free(si);
-    return h ? h : REAL_OPEN(file, mode);
-#undef REAL_OPEN
-}
-
-void *tfd_w_dlopen(const char *file, int mode)
-{
-    void *h = open_for_caller(LM_ID_BASE, file, mode, __builtin_return_address(0));
-    if (h && !IDLE())
-        KEEP_ERRNO(tfd_patch_loaded_objects());
-    return h;
-}
-
-void *tfd_w_dlmopen(Lmid_t lmid, const char *file, int mode)
-{
-    void *h = open_for_caller(lmid, file, mode, __builtin_return_address(0));
-    if (h && !IDLE() && lmid == LM_ID_BASE)
-        KEEP_ERRNO(tfd_patch_loaded_objects());
-    return h;
 }

@@ -1,14 +1,16 @@
 /* Wrappers for the calls that move file data without a read or write the
  * process makes itself: mmap/munmap (the mapped pages are sampled in
- * records_kernel.c) and the kernel-side copies. Same shape as wrappers.c:
+ * rules_kernel.c) and the kernel-side copies. Same shape as wrappers.c:
  * forward at once when detached, time the original, record only what
  * succeeded, hand back its return value and errno untouched. With
  * kernel_io off (attach(kernel_io=False), TFDARSHAN_KERNEL_IO=0) they only
  * forward, apart from Darshan's own mmap counter. */
-#include "shim.h"
+#include "wrappers.h"
 
-#include <errno.h>
 #include <sys/mman.h>
+
+#include "rules_kernel.h"
+#include "rules_posix.h"
 
 /* ------------------------------------------------------------- mappings */
 
@@ -27,7 +29,7 @@
             KEEP_ERRNO(tfd_mapped_release(held, addr, len, r != MAP_FAILED));               \
         if (fd >= 0 && !(flags & MAP_ANONYMOUS) && r != MAP_FAILED) {                       \
             KEEP_ERRNO(tfd_posix_mmap(fd));                                                 \
-            if (tfd_kernel_io)                                                              \
+            if (kernel_io_on())                                                             \
                 KEEP_ERRNO(tfd_mapped_created(r, len, prot, fd, (int64_t)off));             \
         }                                                                                   \
         return r;                                                                           \
@@ -39,7 +41,7 @@ MMAP_WRAPPER(mmap64, off64_t)
  * before it, and the table is held across it (see tfd_mapped_hold). */
 int tfd_w_munmap(void *addr, size_t len)
 {
-    if (IDLE() || !__atomic_load_n(&tfd_mapped_count, __ATOMIC_RELAXED))
+    if (IDLE() || !mapped_any())
         return tfd_real_munmap(addr, len);
     void *held;
     KEEP_ERRNO(held = tfd_mapped_hold(addr, len));
@@ -54,7 +56,7 @@ int tfd_w_munmap(void *addr, size_t len)
 #define COPY_WRAPPER(name, params, args, fd_in, fd_out, mechanism)                          \
     ssize_t tfd_w_##name params                                                             \
     {                                                                                       \
-        if (IDLE() || !tfd_kernel_io)                                                       \
+        if (IDLE() || !kernel_io_on())                                                     \
             return tfd_real_##name args;                                                    \
         TIMED(tfd_real_##name args);                                                        \
         if (r >= 0)                                                                         \

@@ -13,6 +13,7 @@ from tfdarshan.analysis.analyze import (ensure_tables, rank_logs, read_table, sk
                                          with_tables)
 from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
+from tfdarshan.capture import served as SV
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan.logs.logdir import Session, partial_logs
 from tfdarshan.advice import training_input as TI
@@ -77,3 +78,5 @@ class RankSessionData:
         self.advice, self.advice_problem = stored_advice(session.directory / "advice.json")
         # the ranks killed before writing their logs, named with why (their metadata; few)
         self.partial_logs = partial_logs(session, list(self.ranks.loc[self.ranks["partial"], "log"]))
+        # what serving staged copies did, beside each rank's log (a few KB each)
+        self.served = SV.combine([SV.read_beside(session.directory / f"{log}.darshan") for log in self.ranks["log"]])

@@ -64,6 +64,7 @@ def summary(d: RankSessionData) -> Dict:
     out["skipped_logs"] = d.skipped_logs
     out["partial_logs"] = d.partial_logs
     out["coverage"] = d.coverage
+    out["served"] = views.served_note(d.served)
     return out
 
 
@@ -73,7 +74,7 @@ def verdict(d: RankSessionData, width: Optional[int] = None) -> Dict:
     st = _real_steps(d)
     n = len(d.ranks)
     out = {"series": True, "steps": [], "share": None, "xprof": None, "over": input_wait.MEAN_OVER_RANKS,
-           "label": views.input_label(n).replace("processes", "ranks")}
+           "label": views.input_label(n).replace("processes", "ranks"), "name": input_wait.JOB}
     g = input_wait.per_step(st, n)
     if not len(g):
         return out

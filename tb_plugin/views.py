@@ -14,9 +14,10 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from tfdarshan.capture import coverage, kernel_io as K, mounts as M
+from tfdarshan.capture import coverage, kernel_io as K, mounts as M, served as SV
 from tfdarshan.advice import file_table as report
 from tfdarshan.advice import training_input as TI
+from tfdarshan.advice.compare import served_label
 from tfdarshan.logs import input_wait
 from tfdarshan.logs.series import AFTER_STEPS, CUT_COLUMN, SETUP_STEP
 
@@ -268,7 +269,18 @@ def summary(d: SessionData) -> Dict:
     out["partial_logs"] = partial_logs(d.session, d.hosts)
     if d.coverage:
         out["coverage"] = coverage_card(d.coverage)
+    out["served"] = served_note(snap.meta.get("served"))
     return out
+
+
+def served_note(meta: Optional[Dict]) -> Optional[Dict]:
+    """What serving staged copies did (capture/served.py), with the line
+    `recommend --compare` prints; None for a session that served none."""
+    if not meta:
+        return None
+    s = SV.summary(meta)
+    return {**{k: _clean(v) for k, v in s.items() if k != "not_served"}, "not_served": s["not_served"],
+            "label": served_label(s)}
 
 
 def coverage_card(records: List[Dict]) -> Optional[Dict]:
@@ -301,9 +313,9 @@ def coverage_card(records: List[Dict]) -> Optional[Dict]:
 
 
 def input_label(processes: int) -> str:
-    """The verdict's and the cards' words for input wait, from its one definition."""
-    over = f", over all {processes} processes' steps" if processes > 1 else ""
-    return f"{input_wait.LABEL} ({input_wait.CAPPED}{over})"
+    """The verdict's and the cards' words for input wait, from its one
+    definition (the words analyze and recommend print beside the figure)."""
+    return input_wait.job_label(processes).replace("ranks' steps", "processes' steps")
 
 
 def files(d: SessionData, sort: Optional[str] = None, order: str = "desc", offset: int = 0,
@@ -372,7 +384,10 @@ def verdict(d: SessionData, width: Optional[int] = None) -> Dict:
     cells = input_wait.of_series(d.steps)
     xp = d.xprof
     n = len(d.hosts)
+    # the job's figure, or one process's of several (named as such: it is not the job's)
+    alone = len(d.session.hosts) > n
     out = {"series": bool(len(d.steps)), "steps": [], "share": None, "label": input_label(n),
+           "name": input_wait.ONE_OF if alone else input_wait.JOB,
            "over": input_wait.MEAN_OVER_PROCESSES if n > 1 else None,
            "xprof": None if xp is None else {"error": xp.get("error"), "measured": bool(xp.get("measured")),
                                              "input_percent": _clean(xp.get("input_percent"))}}

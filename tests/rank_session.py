@@ -138,6 +138,8 @@ def retime(session_dir: pathlib.Path, cost: dict, compute: float) -> None:
         length = compute * (steps["step"] >= 0) + steps[["read_time", "write_time", "meta_time"]].sum(axis=1)
         steps["end"] = length.cumsum()
         steps["start"] = steps["end"] - length
+        # the measured wall time in calls belongs to the real run, not to these times
+        steps = steps.drop(columns=["io_wall"], errors="ignore")
         write_parquet(files, per_file)
         write_parquet(steps, per_step)
         meta = {**snap.meta, "start": 0.0, "end": float(steps["end"].max() if len(steps) else 0.0)}
@@ -204,4 +206,5 @@ def set_waits(session_dir: pathlib.Path, factors: dict, length: float, meta: flo
         factor[real.to_numpy()] = [factors[r][int(i)] for i in k]
         s["read_time"] = (s["end"] - s["start"]) * factor
         s["meta_time"] = np.where(real, (s["end"] - s["start"]) * meta, 0.0)
-        write_parquet(s, path)
+        # (waits from these times alone: the real run's wall time in calls no longer fits them)
+        write_parquet(s.drop(columns=["io_wall"], errors="ignore"), path)

@@ -39,10 +39,11 @@ def expected(session_dir):
                              "io_time": d[f"{module}_F_READ_TIME"] + d[f"{module}_F_WRITE_TIME"]
                              + d[f"{module}_F_META_TIME"]})
         steps = pd.read_parquet(log.with_name(log.name.replace(".darshan", ".steps.parquet")))
-        # training steps the window did not cut, each step's wait capped at its length
+        # training steps the window did not cut, each step's wait (the wall time a read or metadata call was
+        # in flight) capped at its length
         real = steps[(steps["step"] >= 0) & ~steps["cut_by_window_end"]]
         length = real["end"] - real["start"]
-        wait = np.minimum(real["read_time"] + real["meta_time"], length)
+        wait = np.minimum(np.minimum(real["io_wall"], real["read_time"] + real["meta_time"]), length)
         ranks.append({"rank": rank, "bytes_read": sum(r["bytes_read"] for r in rows if r["rank"] == rank),
                       "input_wait": float(wait.sum() / length.sum())})
     per_rank_file = pd.DataFrame(rows).groupby(["path", "rank"], as_index=False).sum()

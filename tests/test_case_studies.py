@@ -58,6 +58,8 @@ def test_staged_runs_read_the_copies(tiny_results, study):
     for name in ("recommended", "under 2 MB"):
         s = r["staging"][name]
         assert (s["copies_read"], s["sources_read"]) == (s["files"], 0), (name, s)
+        # the training code unchanged: every open of every staged file served from its copy
+        assert r["staging_by"] == "served" and s["served"]["files_throughout"] == s["files"], (name, s)
         assert s["predicted_gain"] >= 0
     # the knapsack never predicts less than the simple rule under the same budget
     assert r["staging"]["recommended"]["predicted_gain"] >= r["staging"]["under 2 MB"]["predicted_gain"] - 1e-9

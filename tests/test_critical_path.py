@@ -1,13 +1,15 @@
-"""The plan for synchronous many-rank jobs (advice/critical_path.py): it
-minimises the slowest rank's expected file I/O, step by step. On small
-random instances SciPy's milp (HiGHS) finds the optimum an exhaustive
-search finds, and the greedy fallback never does worse than staging
-nothing; beyond the budget the greedy rule is used and said. On four real
-ranks where rank 3 reads five times the others' bytes and the room is
-under half of rank 3's shard, `recommend` stages rank 3's files by default
-(once it staged the fast ranks' files and none of rank 3's), reports the
-summed-over-ranks plan beside it with what each saves in job time, and
-`--objective total` stages that one instead."""
+"""The plan for many-rank jobs (advice/critical_path.py over job_time.py's
+model): it minimises the job's time, per rank its training time (ranks at
+their own pace) or per step the slowest rank's (ranks in lockstep). On
+small random instances of both kinds SciPy's milp (HiGHS) finds the optimum
+an exhaustive search finds, the greedy fallback never does worse than
+staging nothing, and no plan is worse in job time than a rule it is
+compared with; beyond the budget the greedy rule is used and said. On four
+real ranks (their times rebuilt from their counts, so that the machine's
+load cannot reorder them) where rank 3 reads five times the others' bytes
+and the room is under half of rank 3's shard, `recommend` stages rank 3's
+files by default, reports the rules beside it in job time, and
+`--objective total` stages the summed plan instead."""
 import itertools
 import json
 import os
@@ -18,13 +20,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rank_session import real_session
+from rank_session import Cost, real_session, retime
 from tfdarshan.advice import critical_path as CP
+from tfdarshan.advice import job_time
+from tfdarshan.advice import tiers as T
 
 
-def instance(rng, files=7, ranks=4, steps=3):
+def instance(rng, files=7, ranks=4, steps=3, lockstep=False):
+    """Costs, step files and steps: each (rank, step) lasts its compute plus
+    the expected time of its reads (one thread: its wall time is that sum);
+    in lockstep every rank's step lasts as long as the step's longest."""
     costs = pd.DataFrame({"path": [f"/d/f{i}" for i in range(files)], "size": rng.integers(1, 10, files) * 1000,
-                          "saving": rng.random(files), "meta_unit": 0.0, "read_unit": rng.random(files)})
+                          "saving": rng.random(files), "meta_unit": 0.0, "read_unit": rng.random(files) + 1.0})
+    costs["saving"] = np.minimum(costs["saving"], costs["read_unit"])     # a read saves at most what it costs
     rows = []
     for f in range(files):
         for r in rng.choice(ranks, rng.integers(1, ranks + 1), replace=False):
@@ -32,44 +40,90 @@ def instance(rng, files=7, ranks=4, steps=3):
                 if rng.random() < 0.7:
                     rows.append({"path": f"/d/f{f}", "host": f"r{r}", "step": t, "module": "POSIX", "opens": 0,
                                  "stats": 0, "reads": int(rng.integers(1, 5))})
-    return costs, pd.DataFrame(rows)
+    sf = pd.DataFrame(rows)
+    io = (sf.assign(t=costs.set_index("path")["read_unit"].reindex(sf["path"]).to_numpy() * sf["reads"])
+          .groupby(["host", "step"])["t"].sum())
+    cells = []
+    for r in range(ranks):
+        for t in range(steps):
+            w = float(io.get((f"r{r}", t), 0.0))
+            cells.append({"host": f"r{r}", "step": t, "wait": w, "compute": 0.5 + rng.random()})
+    st = pd.DataFrame(cells)
+    st["length"] = st["compute"] + st["wait"]
+    if lockstep:
+        st["length"] = st.groupby("step")["length"].transform("max")
+    start = st.groupby("host")["length"].cumsum() - st["length"]
+    steps_df = pd.DataFrame({"host": st["host"], "step": st["step"], "start": start, "end": start + st["length"],
+                             "read_time": st["wait"], "meta_time": 0.0, "io_wall": st["wait"]})
+    return costs, sf, steps_df
 
 
-def exhaustive(problem, sizes, cap):
+def exhaustive(jm, sizes, cap):
     n = len(sizes)
-    return min(problem.job_time(np.array(x, float)) for x in itertools.product([0, 1], repeat=n)
+    return min(jm.job_time(np.array(x, float)) for x in itertools.product([0, 1], repeat=n)
                if np.dot(x, sizes) <= cap)
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_milp_finds_the_optimum_and_greedy_never_loses(seed):
+@pytest.mark.parametrize("lockstep", [False, True])
+@pytest.mark.parametrize("seed", range(8))
+def test_milp_finds_the_optimum_and_greedy_never_loses(seed, lockstep):
     rng = np.random.default_rng(seed)
-    costs, sf = instance(rng)
-    cells = CP.cells_of(costs, sf)
+    costs, sf, steps = instance(rng, lockstep=lockstep)
+    jm = job_time.model(costs, steps, sf, np.arange(len(costs)))
+    assert jm.mode == (job_time.LOCKSTEP if lockstep else job_time.OWN_PACE)
     cap = int(costs["size"].sum() // 3)
     sizes = costs["size"].to_numpy()
-    out = CP.plan(costs, cells, np.ones(len(costs), bool), cap, np.zeros(0, np.int64))
-    p = CP.Problem(costs, cells, np.arange(len(costs)))
-    best = exhaustive(p, sizes, cap)
+    out = CP.plan(costs, jm, np.ones(len(costs), bool), cap, {})
+    best = exhaustive(jm, sizes, cap)
     assert "HiGHS" in out["solver"] and "optimal" in out["solver"], out["solver"]
     assert out["job_time"] - out["critical_path"]["job_saving"] == pytest.approx(best, rel=1e-6, abs=1e-9)
     assert sizes[out["chosen"]].sum() <= cap
-    # the job's I/O now: per step the slowest rank's expected time, summed, from the cells
-    per = cells.groupby(["step", "process"])["expected"].sum().groupby("step").max().sum()
-    assert out["job_time"] == pytest.approx(per, rel=1e-9)
-    g = CP._greedy(p, sizes, costs["saving"].to_numpy(), cap)
-    assert sizes @ g <= cap and best - 1e-12 <= p.job_time(g) <= out["job_time"] + 1e-12
+    # the job now, from the steps with pandas: the slowest rank's training time, or per step the slowest rank's
+    length = steps["end"] - steps["start"]
+    now = (length.groupby(steps["step"]).max().sum() if lockstep else length.groupby(steps["host"]).sum().max())
+    assert out["job_time"] == pytest.approx(now, rel=1e-9)
+    g = CP._greedy(jm, sizes, costs["saving"].to_numpy(), cap)
+    assert sizes @ g <= cap and best - 1e-12 <= jm.job_time(g) <= out["job_time"] + 1e-12
 
 
-def test_beyond_the_budget_the_greedy_rule_is_used_and_said(monkeypatch):
+@pytest.mark.parametrize("lockstep", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_a_saving_never_exceeds_the_slowest_ranks_wait_nor_its_time(seed, lockstep):
+    rng = np.random.default_rng(100 + seed)
+    costs, sf, steps = instance(rng, files=6, lockstep=lockstep)
+    # staging saves all of every read (a tier that costs nothing)
+    costs["saving"] = costs["read_unit"]
+    jm = job_time.model(costs, steps, sf, np.arange(len(costs)))
+    saving = jm.saving(np.arange(len(costs)))
+    length = steps["end"] - steps["start"]
+    if lockstep:
+        # each step: its length, of which the longest wait of any rank (the rank every other waits for)
+        wait, time = steps.groupby("step")["io_wall"].max().sum(), length.groupby(steps["step"]).max().sum()
+    else:
+        slow = length.groupby(steps["host"]).sum().idxmax()
+        wait, time = steps.loc[steps["host"] == slow, "io_wall"].sum(), length[steps["host"] == slow].sum()
+    assert 0 <= saving <= wait + 1e-9 and saving <= time
+    # ranks at their own pace: never below the next slowest rank's training time
+    if not lockstep:
+        assert jm.job_time(np.ones(len(costs))) >= sorted(length.groupby(steps["host"]).sum())[-2] - 1e-9
+
+
+def test_beyond_the_budget_the_greedy_rule_is_used_said_and_never_loses_to_a_rule(monkeypatch):
     rng = np.random.default_rng(3)
-    costs, sf = instance(rng, files=12)
+    costs, sf, steps = instance(rng, files=12)
     monkeypatch.setattr(CP, "MILP_CELLS", 5)
     cap = int(costs["size"].sum() // 3)
-    out = CP.plan(costs, CP.cells_of(costs, sf), np.ones(len(costs), bool), cap, np.zeros(0, np.int64))
+    jm = job_time.model(costs, steps, sf, np.arange(len(costs)))
+    # rules: the files by summed saving per byte, and every single file that fits
+    order = np.argsort(-costs["saving"].to_numpy() / costs["size"].to_numpy())
+    fits = order[np.cumsum(costs["size"].to_numpy()[order]) <= cap]
+    rules = {"total": fits, **{f"one{i}": np.array([i]) for i in range(len(costs)) if costs["size"][i] <= cap}}
+    out = CP.plan(costs, jm, np.ones(len(costs), bool), cap, rules)
     assert out["solver"].startswith("greedy") and "budget" in out["solver"]
     assert costs["size"].to_numpy()[out["chosen"]].sum() <= cap
     assert 0 <= out["critical_path"]["job_saving"] <= out["job_time"]
+    for name, idx in rules.items():
+        assert out["critical_path"]["job_saving"] >= jm.saving(idx) - 1e-12, name
 
 
 SCRIPT = """
@@ -96,6 +150,8 @@ def skewed(tmp_path_factory):
         for i in range(5 if r == 3 else 1):
             (data / f"r{r}_{i}.bin").write_bytes(os.urandom(SHARD))
     d = real_session(root, SCRIPT, [data], 4)
+    # times from counts: 1 ms an open, 2 ms a read request, 10 ms of compute a step
+    retime(d, {T.point_of(str(data)): Cost(0.001, 0.002, 1e9)}, compute=0.010)
     fast = root / "fast"
     fast.mkdir()
     toml = root / "tiers.toml"
@@ -128,8 +184,14 @@ def test_the_default_plan_stages_the_slowest_ranks_files(skewed):
     assert 0 < cp["job_saving"] <= cp["summed_saving"] + 1e-12 and cp["job_saving"] <= plans["job_time"]
     # rank 3 stays the slowest after staging two of its five equal files: every second they save is the job's
     assert cp["job_saving"] == pytest.approx(cp["summed_saving"], rel=1e-9)
+    # the rules, in the same measure (job time), and who wins
+    assert set(plans["rules"]) == {"total", "under_2mb", "largest_time_first"}
+    for rule in plans["rules"].values():
+        assert cp["job_saving"] >= rule["job_saving"] - 1e-12
+    assert a["job"]["savings"]["chosen"] == pytest.approx(cp["job_saving"], rel=1e-12)
     text = recommend(skewed)
-    assert "Critical-path plan" in text and "Total plan" in text and "of job time" in text
+    assert "Critical-path plan" in text and "Rule 'the most I/O time summed over ranks'" in text
+    assert "of job time" in text and ("more than every rule" in text or "as much as" in text)
 
 
 def test_objective_total_stages_the_summed_plan(skewed):
@@ -154,3 +216,32 @@ def test_without_step_series_the_window_is_one_step(skewed, tmp_path):
     a = json.loads(r.stdout)
     assert a["plans"]["steps"] == 1 and a["plans"]["objective"] == "critical-path"
     assert all(os.path.basename(f["path"]).startswith("r3_") for f in a["files"]) and len(a["files"]) == 2
+
+
+def _clocked(ends_by_rank, origin=1.8e9):
+    """Steps of ranks whose step t ends at ends_by_rank[r][t] (seconds after origin)."""
+    rows = []
+    for r, ends in enumerate(ends_by_rank):
+        start = 0.0
+        for t, end in enumerate(ends):
+            rows.append({"host": f"r{r}", "step": t, "start": start, "end": end, "read_time": 0.0, "meta_time": 0.0,
+                         job_time.ORIGIN: origin})
+            start = end
+    return pd.DataFrame(rows)
+
+
+def test_lockstep_is_read_from_when_steps_end_not_from_how_long_they_last():
+    rng = np.random.default_rng(7)
+    # a barrier each step: the ranks' steps end within a few ms, though each step's length varies by rank
+    # (a rank scheduled late records its end late)
+    common = np.cumsum(0.15 + 0.05 * rng.random(10))
+    sync = _clocked([common + 0.05 * rng.random(10) for _ in range(4)])
+    lengths = (sync["end"] - sync["start"]).groupby(sync["step"]).agg(["max", "min"])
+    assert ((lengths["max"] - lengths["min"]) / lengths["max"]).median() > job_time.LOCKSTEP_LENGTHS
+    assert job_time.mode_of(job_time.step_cells(sync)) == job_time.LOCKSTEP
+    # own pace: the same steps, but rank 3 takes 80 ms longer each step and falls further behind
+    apart = _clocked([np.cumsum(np.full(10, 0.15))] * 3 + [np.cumsum(np.full(10, 0.23))])
+    assert job_time.mode_of(job_time.step_cells(apart)) == job_time.OWN_PACE
+    # without the logs' clocks, steps that last alike are taken for lockstep
+    alike = _clocked([np.cumsum(np.full(10, 0.15))] * 4).drop(columns=[job_time.ORIGIN])
+    assert job_time.mode_of(job_time.step_cells(alike)) == job_time.LOCKSTEP

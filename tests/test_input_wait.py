@@ -2,9 +2,12 @@
 cards (one rank's view and the job's), the ranks chart, `analyze`'s ranks
 table, the straggler finding and `recommend`'s text give the same share for
 the same session, and it is the one computed here: per rank and step, read
-plus metadata time capped at the step's length; over steps and ranks, waits
+plus metadata time capped at the step's length (these series' times are
+rebuilt, so they hold no wall-time measure); over steps and ranks, waits
 over lengths. Once the tab's verdict capped and the rest did not: one
-session read 5.6 % or 8.8 % for the job, 17.2 % or 29.3 % for rank 3.
+session read 5.6 % or 8.8 % for the job, 17.2 % or 29.3 % for rank 3. The
+job's figure is printed word for word alike by `analyze` and `recommend`
+and headlines the tab (in a browser); once only the tab had it.
 
 The session: four real ranks of a small pipeline under `tfdarshan run`
 (tests/rank_session.py), their step series then given I/O times built from
@@ -111,3 +114,47 @@ def test_recommend_says_the_same_figure(session, tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"rank 3 (host " in r.stdout and f") {100 * w / t:.1f} %" in r.stdout, r.stdout
+
+
+def _line(text: str, start: str) -> str:
+    lines = [x for x in text.splitlines() if x.startswith(start)]
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def test_one_job_figure_in_analyze_recommend_and_the_tab(session, tmp_path):
+    # the job's input wait, by this test's own arithmetic: every rank's waits over every rank's step time
+    d, _ = session
+    per_rank = expected(d)
+    job = sum(w for w, _ in per_rank.values()) / sum(t for _, t in per_rank.values())
+    figure = f"Job input wait: {100 * job:.1f} % of step time"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "tfdarshan", *a], capture_output=True,  # noqa: E731
+                                    text=True, timeout=300)
+    a = run("analyze", str(d))
+    assert a.returncode == 0, a.stderr[-2000:]
+    fast = tmp_path / "fast"
+    fast.mkdir()
+    toml = tmp_path / "tiers.toml"
+    toml.write_text(f'[[tier]]\npath = "{fast}"\nname = "fast"\ncapacity = "1G"\nbandwidth = "100G"\n')
+    r = run("recommend", str(d), "--fast-tier", str(fast), "--tiers", str(toml), "--capacity", "1G", "--no-store")
+    assert r.returncode == 0, r.stderr[-2000:]
+    # the same line, word for word, in both commands
+    line = _line(a.stdout, "Job input wait:")
+    assert line == _line(r.stdout, "Job input wait:") and line.startswith(figure + " ("), (line, figure)
+    assert f"all {RANKS} ranks' steps" in line
+    # each rank's own figure stays, named for what it is
+    ranks = _line(a.stdout, "per-rank input wait (each rank's own steps)")
+    assert f"rank 3 {100 * per_rank[3][0] / per_rank[3][1]:.1f} %" in ranks
+    # the tab's headline, in a browser
+    from selenium.webdriver.common.by import By
+    from tb_helpers import browser, open_tab, tensorboard
+    with tensorboard(d.parents[2]) as url:
+        driver = browser()
+        try:
+            open_tab(driver, url, timeout=180)
+            head = driver.find_element(By.CSS_SELECTOR, "#tfd-verdict-text b").text
+            label = driver.find_element(By.ID, "tfd-verdict-label").text
+        finally:
+            driver.quit()
+    assert head == figure, (head, figure)
+    assert label.startswith(line[len(figure):].strip().rstrip(")")), (label, line)

@@ -1,9 +1,15 @@
 """The layout keeps itself: imports run one way between the sub-packages
 (cli -> advice / analysis / tf / logs -> capture), no module imports another that
 imports it back, the TensorBoard plugin reads logs, advice and analysis tables and never the
-TensorFlow hooks, and no module grows past what one can read in a sitting."""
+TensorFlow hooks, and no module grows past what one can read in a sitting. In the C shim,
+each object file takes symbols only from the files below it (native/build_shim.py lists
+them from the bottom up), and each piece of state is named only by the file that owns it."""
 import ast
+import importlib.util
 import pathlib
+import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -187,3 +193,120 @@ def test_the_checker_sees_a_wrong_way_import(tmp_path):
     # a leaf imports nothing of tfdarshan
     assert wrong_way("tfdarshan.errors", bad)
     assert room(resolve("tfdarshan.tf.session.open_session")) == "tf"
+
+
+# ---------------------------------------------------------------- the C shim
+
+NATIVE = ROOT / "native"
+# built only into the benchmarks' copy of the shim, above everything it calls
+NATIVE_EXTRA = [ROOT / "benchmarks" / "shim_stubs.c"]
+# the originals the wrappers forward to are called by name in every wrapper;
+# only hooks.c may store one
+CALLED_BY_NAME = re.compile(r"tfd_real_")
+
+
+def build_shim():
+    spec = importlib.util.spec_from_file_location("tfd_build_shim_layout", NATIVE / "build_shim.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def nm(args, obj):
+    out = subprocess.run(["nm", *args, str(obj)], check=True, capture_output=True, text=True).stdout
+    return [line.split() for line in out.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def native_objects(tmp_path_factory):
+    """{source: (layer, symbols it defines globally, symbols it leaves undefined,
+    global data symbols it defines)}, from objects compiled as the build compiles
+    them (without link-time optimisation, which would leave no symbols to read)."""
+    if not (shutil.which("gcc") and shutil.which("nm")):
+        pytest.skip("gcc and nm are needed to read the shim's object files")
+    shim = build_shim()
+    sources = [(i, NATIVE / s) for i, layer in enumerate(shim.LAYERS) for s in layer]
+    sources += [(len(shim.LAYERS), p) for p in NATIVE_EXTRA]
+    out = tmp_path_factory.mktemp("native-objects")
+    jobs = []
+    for layer, src in sources:
+        obj = out / (src.stem + ".o")
+        cmd = ["gcc", *shim.COMPILE_ARGS, "-I", str(NATIVE), "-c", str(src), "-o", str(obj)]
+        jobs.append((layer, src, obj, subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)))
+    found = {}
+    for layer, src, obj, proc in jobs:
+        _, err = proc.communicate()
+        assert proc.returncode == 0, f"{src.name} does not compile:\n{err}"
+        defined = {f[2] for f in nm(["--defined-only", "-g"], obj) if len(f) == 3}
+        data = {f[2] for f in nm(["--defined-only", "-g"], obj) if len(f) == 3 and f[1] in "BDRGSV"}
+        undefined = {f[-1] for f in nm(["-u"], obj)}
+        found[src] = (layer, defined, undefined, data)
+    return found
+
+
+def calls_against_layers(objects):
+    """Every symbol an object takes from one at its own layer or above."""
+    owner = {sym: (src, layer) for src, (layer, defined, _, _) in objects.items() for sym in defined}
+    bad = []
+    for src, (layer, _, undefined, _) in sorted(objects.items()):
+        for sym in sorted(undefined):
+            if sym in owner and owner[sym][1] >= layer:
+                bad.append(f"{src.name} (layer {layer}) uses {sym} of {owner[sym][0].name} (layer {owner[sym][1]})")
+    return bad
+
+
+def test_every_native_source_has_a_layer():
+    listed = set(build_shim().SOURCES)
+    on_disk = {p.name for p in NATIVE.glob("*.c")}
+    assert listed == on_disk, f"not in build_shim.LAYERS: {sorted(on_disk - listed)}; gone: {sorted(listed - on_disk)}"
+
+
+def test_native_objects_take_symbols_only_from_below(native_objects):
+    bad = calls_against_layers(native_objects)
+    assert not bad, "native calls that run up or sideways:\n" + "\n".join(bad)
+
+
+def test_native_state_is_named_only_by_its_owner(native_objects):
+    # a global variable of the shim is named only in the file that defines it
+    # and its header (whose inline functions are how others read it)
+    texts = {p: p.read_text() for p in [*NATIVE.glob("*.[ch]"), *NATIVE_EXTRA]}
+    bad = []
+    for src, (_, _, _, data) in native_objects.items():
+        own = {src, src.with_suffix(".h")}
+        for sym in sorted(data):
+            word = re.compile(rf"\b{re.escape(sym)}\b")
+            if CALLED_BY_NAME.match(sym):
+                stored = re.compile(rf"\b{re.escape(sym)}\s*=[^=]")
+                bad += [f"{p.name} stores {sym} (owned by {src.name})" for p, t in texts.items()
+                        if p not in own and stored.search(t)]
+                continue
+            bad += [f"{p.name} names {sym} (owned by {src.name})" for p, t in texts.items()
+                    if p not in own and word.search(t)]
+    assert not bad, "native state named outside its owner:\n" + "\n".join(bad)
+
+
+def test_the_native_checker_sees_a_call_up(native_objects):
+    # the layering rule must be able to fail: the clock (the bottom) calling
+    # the threads' list, and a rule calling another rule of its own layer
+    objects = dict(native_objects)
+    clock = NATIVE / "clock.c"
+    layer, defined, undefined, data = objects[clock]
+    objects[clock] = (layer, defined, undefined | {"threads_first"}, data)
+    posix = NATIVE / "rules_posix.c"
+    layer, defined, undefined, data = objects[posix]
+    objects[posix] = (layer, defined, undefined | {"tfd_stdio_read"}, data)
+    bad = "\n".join(calls_against_layers(objects))
+    assert "clock.c (layer 0) uses threads_first of threads.c" in bad
+    assert "rules_posix.c" in bad and "tfd_stdio_read" in bad
+    assert not calls_against_layers(native_objects)
+
+
+def test_benchmark_stubs_are_not_shipped():
+    # the stubs that replace pread's original (benchmarks/shim_stubs.c) are
+    # built only into the benchmarks' own copy of the shim
+    from tfdarshan._native_shim import lib
+    assert not hasattr(lib, "tfd_bench_stub")
+    so = next((ROOT / "tfdarshan").glob("_native_shim*.so"), None)
+    if so is None:
+        pytest.skip("the shim is not built in this checkout")
+    assert b"tfd_bench_stub" not in so.read_bytes()

@@ -1,6 +1,6 @@
 """Which paths are recorded, and under which record, does not depend on what
 the shim has seen before. Opens and stats of an absolute path the shim has
-already resolved go through a cache (native/records_table.c) that skips
+already resolved go through a cache (native/paths.c) that skips
 cleaning, the include/exclude rules and Darshan's hash; these tests hold the
 cache to the answers the rules give afresh: after the rules change at a new
 attach, for every spelling of a path, for excluded paths seen twice, and in

@@ -185,14 +185,36 @@ def assert_shim_saw(snap, plain_root: Path, shim_root: Path):
     assert (probe["STDIO_OPENS"], probe["STDIO_READS"], probe["STDIO_BYTES_READ"]) == (1, 1, 1)
 
 
-def replay(semops: Semops, workdir: Path, ops, check_records=True) -> list:
+def stage_tree(root: Path) -> Path:
+    """Every regular file of root copied under /dev/shm (mirrored, as the
+    stager does: same bytes, mode and mtime) and served in its place."""
+    from tfdarshan.capture import _native
+    top = Path(tempfile.mkdtemp(prefix="tfd-semops-", dir="/dev/shm"))
+    sources, copies = [], []
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            c = top / str(p).lstrip("/")
+            c.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, c)
+            sources.append(str(p))
+            copies.append(str(c))
+    st_ = [os.stat(s) for s in sources]
+    _native.load_staged(sources, copies, [s.st_size for s in st_], [s.st_mtime_ns for s in st_],
+                        [os.stat(c).st_mtime_ns for c in copies])
+    return top
+
+
+def replay(semops: Semops, workdir: Path, ops, check_records=True, served=None) -> list:
     """Run ops without the shim, then with it, in fresh identical trees;
     assert that both runs agree and return the outcomes of ops.
 
     The attached run must have gone through the wrappers, else the
     comparison proves nothing: the live totals must grow by the probe's
     calls at least, and with check_records the probe's files must have
-    their records (a snapshot, slower as records accumulate)."""
+    their records (a snapshot, slower as records accumulate). With
+    `served` (a list), the attached run's tree is staged and served from
+    its copies (stage_tree), and the shim's counts of serving are appended."""
+    from tfdarshan.capture import _native
     ops = PROBE_OPS + list(ops)
     base = Path(tempfile.mkdtemp(dir=workdir))
     was_attached = tfdarshan.is_attached()
@@ -205,12 +227,17 @@ def replay(semops: Semops, workdir: Path, ops, check_records=True) -> list:
         before = io_totals()
         plain = semops.run(plain_root, ops)
         assert io_totals() == before, "the detached run was recorded"
+        copies = stage_tree(shim_root) if served is not None else None
         tfdarshan.attach()
         try:
             shimmed = semops.run(shim_root, ops)
             grown = {k: v - before[k] for k, v in io_totals().items()}
         finally:
             tfdarshan.detach()
+            if copies is not None:
+                served.append(_native.staged_used())
+                _native.load_staged([], [], [], [], [])
+                shutil.rmtree(copies, ignore_errors=True)
         assert all(grown[k] >= PROBE_TOTALS[k] for k in grown), f"the shim missed calls: {grown}"
         if check_records:
             # counters since the first attach; both roots are new, so their
@@ -648,6 +675,13 @@ METADATA_CALLS = st.one_of(
     + calls("fstatat", "fstatat64", "__fxstatat", "__fxstatat64", slot2=DIRFD, path=NAMES, a=AT_FLAGS)
     + calls("statx", slot2=DIRFD, path=NAMES, a=AT_FLAGS, b=st.sampled_from([0, 0x201, 0x7ff]))
     + calls("rename", path=NAMES, mode=NAMES)
+    + calls("renameat", slot2=DIRFD, path=NAMES, mode=NAMES)
+    + calls("unlink", "remove", "canonicalize_file_name", path=NAMES)
+    + calls("unlinkat", slot2=DIRFD, path=NAMES, a=st.sampled_from([0, 0, 0x200, 0x1]))      # AT_REMOVEDIR, invalid
+    + calls("truncate", "truncate64", path=NAMES, a=st.sampled_from([0, 1, 5000, 10000, -1]))
+    + calls("readlink", path=NAMES, a=st.sampled_from([0, 1, 4, 100]))
+    + calls("readlinkat", slot2=DIRFD, path=NAMES, a=st.sampled_from([0, 1, 4, 100]))
+    + calls("realpath", path=NAMES, a=st.sampled_from([0, 1]))      # into a buffer, or allocated
 )
 STDIO_CALLS = st.one_of(
     calls("fclose", "ftell", "rewind", "fflush", "fgetc", "getc", "_IO_getc", slot=STREAM)
@@ -709,6 +743,27 @@ PIPE_SEQUENCES = st.tuples(
 @given(ops=SEQUENCES)
 def test_random_sequences_agree(semops, workdir, ops):
     replay(semops, workdir, ops, check_records=False)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=SEQUENCES)
+def test_random_sequences_agree_while_staged_copies_are_served(semops, workdir, ops):
+    # every file of the tree is staged: reads, stats, errors and the tree
+    # left behind are the same, writes, renames, truncations and removals
+    # included (they stop a source's serving, by any of its names)
+    replay(semops, workdir, ops, check_records=False, served=[])
+
+
+def test_staged_copies_serve_in_the_replay(semops, workdir):
+    # the staged replay does serve: reads and stats of small.txt from its copy
+    served = []
+    o = not_skipped(replay(semops, workdir, [op("open", slot=4, path="small.txt", a=os.O_RDONLY),
+                                             op("read", slot=4, a=100), op("stat", path="small.txt"),
+                                             op("fopen", slot=1, path="sub/inner.txt", mode="r"),
+                                             op("fgets", slot=1, a=100)], served=served))
+    assert o[1].data == TEXT[:100] and o[4].data == b"inner\n"
+    counts = served[0][:, 2:5].sum(axis=0)      # served opens, fopens, stats
+    assert list(counts) == [1 + 1, 1 + 1, 1]    # (the probe's open and fopen, served too)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -347,7 +347,8 @@ def test_verdict_splits_each_step_and_gives_xprofs_input_share(lead_server, lead
     steps = read_parquet(s.directory / f"{HOST}.steps.parquet")
     steps = steps[steps["step"] >= 0]
     duration = (steps["end"] - steps["start"]).to_numpy()
-    ours = np.minimum((steps["read_time"] + steps["meta_time"]).to_numpy(), duration)
+    # a step's wait: the wall time a read or metadata call was in flight, never more than the step
+    ours = np.minimum(np.minimum(steps["io_wall"], steps["read_time"] + steps["meta_time"]).to_numpy(), duration)
     status, _, v = _get_json(lead_server, "verdict", q)
     assert status == 200, v
     assert v["steps"] == [0, 1, 2, 3]
@@ -472,13 +473,15 @@ def test_verdict_line_and_chart(lead_tab, lead_logdir, tmp_path):
     steps = read_parquet(s.directory / f"{HOST}.steps.parquet")
     steps = steps[steps["step"] >= 0]
     duration = (steps["end"] - steps["start"]).to_numpy()
-    share = np.minimum((steps["read_time"] + steps["meta_time"]).to_numpy(), duration).sum() / duration.sum()
+    # a step's wait: the wall time a read or metadata call was in flight (io_wall), never more than the step
+    wall = np.minimum(steps["io_wall"].to_numpy(), (steps["read_time"] + steps["meta_time"]).to_numpy())
+    share = np.minimum(wall, duration).sum() / duration.sum()
     _, rows = _xprof_step_table(s.directory / f"{HOST}.xplane.pb", tmp_path)
     xprof = 100 * sum(r["infeedTimeMs"] for r in rows) / sum(r["stepTimeMs"] for r in rows)
     _show_run(d, LOOP)
     WebDriverWait(d, WAIT).until(lambda drv: drv.find_elements(By.CSS_SELECTOR, "#tfd-verdict-chart .main-svg"))
     text = d.find_element(By.ID, "tfd-verdict-text").text
-    assert f"File I/O: {100 * share:.1f} % of step time" in text, text
+    assert f"Job input wait: {100 * share:.1f} % of step time" in text, text
     assert f"XProf: {xprof:.1f} % input-bound" in text, text
     assert "decoding and preprocessing" in text and "inside file I/O calls" in text, text
     names = d.execute_script("return document.getElementById('tfd-verdict-chart').data.map((t) => t.name)")

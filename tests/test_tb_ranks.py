@@ -102,7 +102,10 @@ def expected(session_dir):
         hosts[r] = log.name.split(".rank")[0]
         st = pd.read_parquet(log.with_name(log.name.replace(".darshan", ".steps.parquet")))
         st = st[st["step"] >= 0]
-        steps.append(pd.DataFrame({"rank": r, "step": st["step"], "wait": st["read_time"] + st["meta_time"],
+        # a step's wait: the wall time a read or metadata call was in flight, at most the step
+        summed = st["read_time"] + st["meta_time"]
+        wall = np.minimum(st["io_wall"], summed) if "io_wall" in st else summed
+        steps.append(pd.DataFrame({"rank": r, "step": st["step"], "wait": np.minimum(wall, st["end"] - st["start"]),
                                    "duration": st["end"] - st["start"]}))
         snap = tfdarshan.read_darshan_log(log)
         for module, f in (("POSIX", snap.posix), ("STDIO", snap.stdio)):

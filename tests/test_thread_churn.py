@@ -58,3 +58,53 @@ def test_exited_threads_stay_counted_and_their_memory_is_reused(tmp_path, attach
     # kept per thread, the 55 later rounds' 220 threads x 300 files would
     # take about 80 MiB of counters (1.3 KiB a shard)
     assert grown < 16 << 20, f"RSS grew {grown / 2**20:.1f} MiB"
+
+
+def test_shards_handed_on_while_collects_run(tmp_path, attached):
+    # waves of short-lived readers, each wave started before the last one is
+    # joined, so threads exit (releasing their shards) while others take
+    # those shards over, and a collector closes intervals all along: every
+    # read is counted once, whichever thread held the file's shard
+    waves, per_wave, files = 30, 3, 40
+    paths = [str(tmp_path / f"g{i:02d}") for i in range(files)]
+    sizes = (np.arange(files) + 1) * 1000
+    for p, n in zip(paths, sizes):
+        with open(p, "wb") as f:
+            f.write(b"g" * int(n))
+
+    def reader(offset):
+        for p in paths[offset:] + paths[:offset]:
+            with open(p, "rb", buffering=0) as f:
+                while f.read(4096):
+                    pass
+
+    stop = threading.Event()
+
+    def collector():
+        while not stop.is_set():
+            RECORDER.collect()
+
+    start = tfdarshan.snapshot()
+    c = threading.Thread(target=collector)
+    c.start()
+    previous = []
+    try:
+        for w in range(waves):
+            wave = [threading.Thread(target=reader, args=((w * per_wave + i) % files,)) for i in range(per_wave)]
+            for t in wave:
+                t.start()
+            for t in previous:
+                t.join()
+            previous = wave
+        for t in previous:
+            t.join()
+    finally:
+        stop.set()
+        c.join()
+    window = tfdarshan.snapshot() - start
+    p = window.posix.set_index("path").loc[paths]
+    opens = waves * per_wave
+    chunks = -(-sizes // 4096)                  # reads that return data
+    assert (p["POSIX_OPENS"] == opens).all()
+    np.testing.assert_array_equal(p["POSIX_BYTES_READ"].to_numpy(), opens * sizes)
+    np.testing.assert_array_equal(p["POSIX_READS"].to_numpy(), opens * (chunks + 1))

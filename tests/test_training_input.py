@@ -142,8 +142,14 @@ def test_compare_gives_wall_times_and_takes_session_directories(world, before):
         assert w["window_time"][key] == pytest.approx(snap.end - snap.start, rel=1e-9)
     t = out["wall"]["training_time"]
     assert t["change"] == pytest.approx((t["after"] - t["before"]) / t["before"], rel=1e-9)
+    # the job time (one process: its training steps) and the plan's prediction of its saving, with their ratio
+    j, predicted = out["job"], json.loads(manifest.read_text())["advice"]["predicted_job_saving"]
+    assert j["before"] == pytest.approx(t["before"], rel=1e-9) and j["after"] == pytest.approx(t["after"], rel=1e-9)
+    assert predicted is not None and j["predicted"] == pytest.approx(predicted, rel=1e-12)
+    assert j["ratio"] == pytest.approx((j["before"] - j["after"]) / predicted, rel=1e-9)
     text = tfd(world, "recommend", "--compare", str(s_before.directory), str(s_after.directory)).stdout
-    assert text.splitlines()[0].startswith("step time") and "summed over threads and ranks" in text
+    assert text.splitlines()[0].startswith("job time") and "achieved/predicted" in text.splitlines()[0]
+    assert "summed over threads and ranks" in text
 
 
 # ------------------------------------------------------------- no invented figures

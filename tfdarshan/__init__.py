@@ -12,15 +12,16 @@
 """
 import os as _os
 
-from tfdarshan.api import (attach, detach, disable, enable, flight_recorder, is_attached, profile, snapshot,
-                           stats, step, suppressed)
+from tfdarshan.api import (attach, detach, disable, enable, flight_recorder, is_attached, profile, serve_staged,
+                           served_summary, snapshot, stats, step, suppressed)
 from tfdarshan.logs.darshan_log import read_darshan_log, write_darshan_log
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.advice.stager import staged_paths
 from tfdarshan._version import __version__
 
 __all__ = ["attach", "detach", "enable", "disable", "flight_recorder", "is_attached", "profile", "snapshot", "stats", "step",
-           "suppressed", "Snapshot", "read_darshan_log", "write_darshan_log", "staged_paths"]
+           "suppressed", "Snapshot", "read_darshan_log", "write_darshan_log", "staged_paths", "serve_staged",
+           "served_summary"]
 
 # profiler sessions record I/O once tfdarshan is imported
 if not _os.environ.get("TFDARSHAN_NO_HOOKS"):

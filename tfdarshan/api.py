@@ -5,7 +5,7 @@ import contextlib
 import warnings
 from typing import Iterator, Optional, Sequence
 
-from tfdarshan.capture import _native
+from tfdarshan.capture import _native, served
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.logs.logdir import session_root
@@ -14,7 +14,8 @@ from tfdarshan.tf import flight_recorder as flight, hooks, session as tf_session
 
 def attach(include: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None, *,
            trace: Optional[bool] = None, record_cap: Optional[int] = None,
-           trace_memory: Optional[int] = None, kernel_io: Optional[bool] = None) -> bool:
+           trace_memory: Optional[int] = None, kernel_io: Optional[bool] = None,
+           staged: Optional[str] = None) -> bool:
     """Start recording file I/O in this process (no LD_PRELOAD needed).
 
     include: path prefixes always recorded (beats every exclusion; /dev/shm/
@@ -27,13 +28,31 @@ def attach(include: Optional[Sequence[str]] = None, exclude: Optional[Sequence[s
     kernel_io: also count what Darshan cannot see, kernel-side copies and
       reads through mapped files, in columns of our own (on by default;
       TFDARSHAN_KERNEL_IO=0); Darshan's counters are the same either way.
+    staged: serve each read-only open and stat of a staged source from its
+      copy, "all" that this node holds or those of a manifest (its path;
+      TFDARSHAN_STAGED); see serve_staged().
     Returns False, changing nothing, if already attached."""
     fresh = RECORDER.attach(include, exclude, trace=trace, record_cap=record_cap,
-                            trace_memory=trace_memory, kernel_io=kernel_io)
-    if not fresh and (include or exclude):
-        warnings.warn("tfdarshan is already attached; the new include/exclude lists were not applied",
-                      stacklevel=2)
+                            trace_memory=trace_memory, kernel_io=kernel_io, staged=staged)
+    if not fresh and (include or exclude or staged):
+        warnings.warn("tfdarshan is already attached; the new include/exclude lists or staged copies were not "
+                      "applied (serve_staged() changes the staged copies while attached)", stacklevel=2)
     return fresh
+
+
+def serve_staged(staged: Optional[str] = "all", *, check_ahead: bool = False) -> dict:
+    """Serve staged copies in place of their sources from now on, while
+    attached: "all" that this node holds (`tfdarshan stage` records them),
+    or those of a manifest (its path); None stops. A source is checked at
+    its first use (still the size and mtime it had when staged, its copy on
+    this node), or now with check_ahead. Returns how many are served."""
+    table = served.serve(staged, check_ahead=check_ahead)
+    return {"staged": staged, "copies": len(table.sources)}
+
+
+def served_summary() -> dict:
+    """What serving staged copies did in this process so far (served.summary)."""
+    return served.summary(RECORDER.snapshot().meta.get("served"))
 
 
 def detach() -> bool:

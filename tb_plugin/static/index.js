@@ -163,7 +163,7 @@ async function draw(body, ranked) {
   window.__tfdTimings.data = performance.now();
   body.replaceChildren(originNote(summary.origin), skippedNote(summary.skipped_logs),
       partialNote(summary.partial_logs, summary.ranks), verdictLine(verdict), cards(summary),
-      coverageNote(summary.coverage), adviceSection(advice));
+      servedNote(summary.served), coverageNote(summary.coverage), adviceSection(advice));
   const figs = [verdictFigure(verdict), ...figures(steps, hist, mounts, timeline)].filter(Boolean);
   // every cell first, then the plots: a plot drawn into a grid still filling up
   // takes the width of a row that later holds two or three
@@ -352,6 +352,12 @@ function cards(s) {
   if (s.folded_files) notes.push(`${s.folded_files} files beyond the record cap are counted together.`);
   if (s.trace_dropped) notes.push(`${s.trace_dropped} trace segments were dropped for lack of memory.`);
   return notes.length ? el('div', {}, box, el('p', {class: 'muted'}, notes.join(' '))) : box;
+}
+
+// Staged copies served in place of their sources (tfdarshan run --staged):
+// the line `recommend --compare` prints, made on the server
+function servedNote(served) {
+  return served ? el('p', {id: 'tfd-served', class: 'note'}, served.label) : '';
 }
 
 // Low data coverage: what the shim cannot see, as the capture listed it

@@ -86,7 +86,11 @@ int _IO_putc(int, FILE *);
     X(__lxstat, "__lxstat") X(__fxstat, "__fxstat") X(__xstat64, "__xstat64")   \
     X(__lxstat64, "__lxstat64") X(__fxstat64, "__fxstat64")                     \
     X(__fxstatat, "__fxstatat") X(__fxstatat64, "__fxstatat64")                 \
-    X(rename, "rename")                                                         \
+    X(rename, "rename") X(renameat, "renameat") X(unlink, "unlink")             \
+    X(unlinkat, "unlinkat") X(remove, "remove") X(truncate, "truncate")         \
+    X(truncate64, "truncate64") X(readlink, "readlink")                         \
+    X(readlinkat, "readlinkat") X(realpath, "realpath")                         \
+    X(canonicalize_file_name, "canonicalize_file_name")                         \
     X(fopen, "fopen") X(fopen64, "fopen64") X(fdopen, "fdopen")                 \
     X(freopen, "freopen") X(freopen64, "freopen64") X(fclose, "fclose")         \
     X(fread, "fread") X(__fread_chk, "__fread_chk") X(fwrite, "fwrite")         \
@@ -540,6 +544,39 @@ long sem_op(int op, int slot, int slot2, long a, long b, long c, const char *nam
             produced = pack_statx(buf, &sx);
         break;
     case OP_rename: r = rename(in_root(path, name), in_root(path2, mode)); break;
+    case OP_renameat: r = renameat(fd2, name, fd2, mode); break;
+    case OP_unlink: r = unlink(in_root(path, name)); break;
+    case OP_unlinkat: r = unlinkat(fd2, name, (int)a); break;
+    case OP_remove: r = remove(in_root(path, name)); break;
+    case OP_truncate: r = truncate(in_root(path, name), a); break;
+    case OP_truncate64: r = truncate64(in_root(path, name), a); break;
+    case OP_readlink:
+    case OP_readlinkat:
+        if (a < 0 || a > buflen) {
+            disarm();
+            return SKIPPED;
+        }
+        r = op == OP_readlink ? readlink(in_root(path, name), buf, (size_t)a) : readlinkat(fd2, name, buf, (size_t)a);
+        produced = r > 0 ? r : 0;
+        break;
+    case OP_realpath:
+    case OP_canonicalize_file_name: {
+        /* the result below the run's directory (the two runs' trees differ in name only) */
+        char *got = op == OP_canonicalize_file_name ? canonicalize_file_name(in_root(path, name))
+                  : realpath(in_root(path, name), a ? path2 : NULL);
+        r = got ? 0 : -1;
+        out[0] = errno;
+        if (got) {
+            char base[PATH_MAX];
+            const char *top = realpath(root, base) ? base : root;
+            const char *rel = strncmp(got, top, strlen(top)) == 0 ? got + strlen(top) : got;
+            produced = (long)strlen(rel) < buflen ? (long)strlen(rel) : buflen;
+            memcpy(buf, rel, (size_t)produced);
+            if (got != path2)
+                free(got);
+        }
+        goto stream_done;
+    }
 
     /* STDIO: pointer results become 0 (a stream) or -1 (NULL) */
     case OP_fopen:

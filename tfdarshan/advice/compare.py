@@ -1,7 +1,9 @@
 """Did staging pay? A run before staging against a run after it: what the
-user waits for first (step time, and the training's and the window's
-length), then the staged files' I/O time, which is summed over threads and
-ranks and so can exceed the wall time it overlaps."""
+user waits for first (the job's time by job_time.py's rule, beside the
+plan's predicted job-time saving and their ratio; step time, and the
+training's and the window's length), then the staged files' I/O time,
+which is summed over threads and ranks and so can exceed the wall time it
+overlaps."""
 from __future__ import annotations
 
 from typing import Dict, Optional
@@ -9,6 +11,8 @@ from typing import Dict, Optional
 import numpy as np
 import pandas as pd
 
+from tfdarshan.advice import job_time
+from tfdarshan.capture import served as SV
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.logs import input_wait
 
@@ -16,7 +20,9 @@ from tfdarshan.logs import input_wait
 def compare_runs(before: Snapshot, after: Snapshot, mapping: Dict[str, str],
                  predicted: Optional[float]) -> Dict:
     """Predicted against achieved: the staged files' I/O time in the run
-    before (at their sources) and after (at their copies)."""
+    before (at their sources) and after (at their copies: read by their own
+    paths, or served in place of their sources by the shim, when every open
+    of them was)."""
     def io_time(snap, paths):
         p = snap.posix[snap.posix["path"].isin(paths)]
         return float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), int(p["POSIX_BYTES_READ"].sum())
@@ -30,14 +36,18 @@ def compare_runs(before: Snapshot, after: Snapshot, mapping: Dict[str, str],
         p = snap.posix[snap.posix["path"].isin(paths) & (snap.posix["POSIX_BYTES_READ"] > 0)]
         return int(p["path"].nunique())
 
+    served = SV.frame(after.meta.get("served"))
+    served_throughout = set(served.loc[served["throughout"], "path"]) & set(mapping)
+    copies = set(mapping.values())
     t_before, b_before = io_time(before, set(mapping))
-    t_after, b_after = io_time(after, set(mapping.values()))
+    t_after, b_after = io_time(after, copies | served_throughout)
     achieved = t_before - t_after
     predicted = float(predicted) if predicted is not None else None
     return {"staged_files": len(mapping), "before_time": t_before, "after_time": t_after,
             "bytes_before": b_before, "bytes_after": b_after,
-            "copies_read": read_in(after, set(mapping.values())),
-            "sources_read": read_in(after, set(mapping)),
+            "copies_read": read_in(after, copies) + read_in(after, served_throughout),
+            "sources_read": read_in(after, set(mapping) - served_throughout),
+            "served": SV.summary(after.meta.get("served")),
             "predicted_saving": predicted, "achieved_saving": achieved,
             "achieved_over_predicted": achieved / predicted if predicted else None,
             "bandwidth_before": bandwidth(before), "bandwidth_after": bandwidth(after)}
@@ -62,3 +72,40 @@ def compare_wall(before: Dict, after: Dict) -> Dict:
         out[k] = {"before": b, "after": a, "change": (a - b) / b if b and a is not None else None}
     out["steps"] = {"before": before.get("steps"), "after": after.get("steps")}
     return out
+
+
+def compare_job(steps_before: Optional[pd.DataFrame], steps_after: Optional[pd.DataFrame],
+                predicted: Optional[float], mode: Optional[str] = None) -> Dict:
+    """The job time before and after by job_time.py's rule (the plan's mode,
+    else BEFORE's, for both runs), the saving achieved, the one predicted
+    and their ratio."""
+    empty = pd.DataFrame()
+    b = job_time.measured(steps_before if steps_before is not None else empty, mode)
+    a = job_time.measured(steps_after if steps_after is not None else empty, b["mode"])
+    achieved = b["job_time"] - a["job_time"] if b["job_time"] is not None and a["job_time"] is not None else None
+    predicted = float(predicted) if predicted is not None else None
+    return {"mode": b["mode"], "before": b["job_time"], "after": a["job_time"], "achieved": achieved,
+            "predicted": predicted,
+            "ratio": achieved / predicted if achieved is not None and predicted else None}
+
+
+def served_label(s: Dict) -> str:
+    """What serving staged copies did, in one line (SV.summary's figures):
+    "served from /dev/shm: 160 opens, 1.0 GiB"; files partly served and
+    fallbacks to the source after an error on a copy are named after it."""
+    from tfdarshan.advice.file_table import human_bytes
+    if not s.get("opens") and not s.get("stats"):
+        why = ", ".join(f"{n} {reason}" for reason, n in (s.get("not_served") or {}).items())
+        return "served from staged copies: none" + (f" ({why})" if why else "")
+    line = f"served from {s['served_from']}: {s['opens']:,} opens, {human_bytes(s['bytes'])}"
+    extra = []
+    if s["stats"]:
+        extra.append(f"{s['stats']:,} stats")
+    if s["files_partly"]:
+        extra.append(f"{s['files_partly']} files partly (opened from their sources too: their bytes not counted)")
+    if s["fallbacks"]:
+        extra.append(f"{s['fallbacks']} calls fell back to the source after an error on the copy")
+    not_served = ", ".join(f"{n} {reason}" for reason, n in s["not_served"].items())
+    if not_served:
+        extra.append(f"not served: {not_served}")
+    return line + (f" ({'; '.join(extra)})" if extra else "")

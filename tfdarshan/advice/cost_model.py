@@ -88,13 +88,13 @@ def _with_mapped(snap: Snapshot, measured: pd.DataFrame, mapped: pd.Series, fast
     mapped_paths = {names.get(r, ""): int(b) for r, b in mapped.items()}
     rows = measured
     only = [x for x in mapped_paths if x not in set(measured["path"])]
-    extra = [_mapped_only_row(x, fast, tiers) for x in only]
+    mounts = [M.Mount(m, t) for m, t in snap.meta.get("mounts") or []] or M.current()
+    extra = [_mapped_only_row(x, fast, tiers, mounts) for x in only]
     out = pd.concat([rows, pd.DataFrame(extra, columns=COLUMNS)], ignore_index=True) if extra \
         else rows.reset_index(drop=True)
     # (an empty measured table has no types to give the rows added to it)
     out = out.astype({c: float for c in COLUMNS if c not in ("path", "tier", "on_fast_tier", "mmap_priced")})
     out = out.astype({"on_fast_tier": bool, "size": np.int64, "mmap_bytes": np.int64})
-    mounts = [M.Mount(m, t) for m, t in snap.meta.get("mounts") or []] or M.current()
     for i, path in enumerate(out["path"]):
         b = mapped_paths.get(path, 0)
         if not b:
@@ -102,7 +102,7 @@ def _with_mapped(snap: Snapshot, measured: pd.DataFrame, mapped: pd.Series, fast
         requests = -(-b // MAPPED_REQUEST)
         mount = M.mount_of(path, mounts)
         read = storage.get(path) if mount is not None and mount.fstype in COUNTED_STORAGE else None
-        now, how = _mapped_now(path, b, requests, tiers, read)
+        now, how = _mapped_now(path, b, requests, tiers, read, mounts)
         on_fast = bool(out.at[i, "on_fast_tier"])
         later = fast.time(0, 0, requests, b) if now and not on_fast else (now or 0.0)
         gain = max((now or 0.0) - later, 0.0)
@@ -117,26 +117,26 @@ def _with_mapped(snap: Snapshot, measured: pd.DataFrame, mapped: pd.Series, fast
     return out[COLUMNS].reset_index(drop=True)
 
 
-def _mapped_only_row(path: str, fast: T.Tier, tiers: Sequence[T.Tier]) -> dict:
+def _mapped_only_row(path: str, fast: T.Tier, tiers: Sequence[T.Tier], mounts=None) -> dict:
     try:
         size = os.stat(path).st_size
     except OSError:
         size = 0
-    prefix = fast.path.rstrip("/") or "/"
-    tier = T.tier_for(path, tiers) if tiers else None
+    mounts = mounts if mounts is not None else M.current()
+    tier = T.tier_for(path, tiers, mounts) if tiers else None
     return {"path": path, "size": size, "tier": tier.label if tier else "", "opens": 0, "stats": 0, "reads": 0,
             "bytes_read": 0, "read_time": 0.0, "meta_time": 0.0, "current_time": 0.0, "expected_time": 0.0,
             "expected_low": 0.0, "expected_high": 0.0, "peers": 0, "predicted_time": 0.0, "saving": 0.0,
             "saving_low": 0.0, "saving_high": 0.0, "rereads": 0.0,
-            "on_fast_tier": prefix == "/" or path == prefix or path.startswith(prefix + "/"),
+            "on_fast_tier": bool(T.on_tier([path], fast, mounts)[0]),
             "meta_unit": 0.0, "read_unit": 0.0, "mmap_bytes": 0, "mmap_priced": ""}
 
 
-def _mapped_now(path: str, nbytes: int, requests: int, tiers, read_from_storage: Optional[int]):
+def _mapped_now(path: str, nbytes: int, requests: int, tiers, read_from_storage: Optional[int], mounts=None):
     """(seconds the mapped part costs now, how it was priced) or (None, "")."""
     if read_from_storage == 0:
         return 0.0, IN_MEMORY
-    tier = T.tier_for(path, tiers) if tiers else None
+    tier = T.tier_for(path, tiers, mounts) if tiers else None
     if tier is not None:
         return tier.time(0, 0, requests, nbytes), PROBED
     return None, ""
@@ -155,15 +155,19 @@ def _measured_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier]) -> pd
     paths = p["path"]
     # the paths as Arrow text once: the mount and fast-tier tests both take it
     text, exact = arrow_paths(paths.astype(object).to_numpy() if paths.dtype == object else paths)
-    expected, peers, units = _expected_now(p, opens + stats, reads, mounts, text)
+    expected, peers, units, (codes, points) = _expected_now(p, opens + stats, reads, mounts, text)
     predicted = fast.time(opens, stats, reads, p["POSIX_BYTES_READ"].to_numpy())
+    # on the fast tier: inside its directory and on its file system (a mount below it is another one)
     prefix = fast.path.rstrip("/") or "/"
     if prefix != "/":
         on_fast = np.asarray(pc.or_(pc.starts_with(text, prefix + "/"), pc.equal(text, prefix))
                              .to_numpy(zero_copy_only=False), dtype=bool)
     else:
         on_fast = np.ones(len(p), dtype=bool)
-    labels = [(T.tier_for(x, tiers).label if T.tier_for(x, tiers) else "") for x in p["path"]] if tiers else ""
+    if on_fast.any():
+        file_points = np.asarray([x or "/" for x in points], dtype=object)[codes]
+        on_fast &= file_points == T.point_of(prefix, mounts)
+    labels = T.labels_of(p["path"], tiers, mounts) if tiers else ""
     saving = {k: np.where(on_fast, 0.0, np.maximum(v - predicted, 0.0)) for k, v in expected.items()}
     return pd.DataFrame({
         "path": _text_column(text, paths) if exact else paths.to_numpy(dtype=object), "size": sizes,
@@ -208,7 +212,8 @@ def _sizes(snap: Snapshot, p: pd.DataFrame) -> np.ndarray:
 
 def _expected_now(p: pd.DataFrame, meta_calls: np.ndarray, reads: np.ndarray, mounts, text=None):
     """({"low", "mid", "high"} expected seconds per file, peers per file,
-    (expected seconds per metadata call, per read) per file)."""
+    (expected seconds per metadata call, per read) per file, and
+    M.point_codes of the paths: (codes, mount points))."""
     mean_request = p["POSIX_BYTES_READ"].to_numpy(np.float64) / reads
     size_class = np.floor(np.log(np.maximum(mean_request, 1.0)) / np.log(4.0)).astype(np.int64)
     # the peer group (mount, size class) as one integer: grouping a million
@@ -231,7 +236,7 @@ def _expected_now(p: pd.DataFrame, meta_calls: np.ndarray, reads: np.ndarray, mo
         units.append(mid)
     _, where, counts = np.unique(group, return_inverse=True, return_counts=True)
     peers = counts[where].astype(np.int64)
-    return out, peers, units
+    return out, peers, units, (codes, points)
 
 
 def _group_means(unit: pd.Series, group: np.ndarray):

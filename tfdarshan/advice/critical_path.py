@@ -1,116 +1,77 @@
-"""Staging for synchronous many-rank jobs: the critical path.
+"""Staging for many-rank jobs: the plan that shortens the job.
 
-A synchronous step ends when its slowest rank is done, so what staging
-saves the job is what it takes off the slowest rank of each step, not the
-I/O time it saves summed over ranks. With the cost model's expected time
-of every (rank, step) cell, E[r, t], and what staging file f saves there,
-S[f, r, t] (its saving split over its cells by their share of its expected
-time), the job's file I/O on the critical path is
-
-    J(x) = sum over steps t of  max over ranks r of  (E[r, t] - sum_f S[f, r, t] x_f)
-
-and the critical-path plan picks x (0/1, within the capacity) to minimise
-it: a small mixed-integer program (variables x_f and z_t >= each rank's
-time in step t), solved by SciPy's `milp` (HiGHS) within a time and size
-budget, by a greedy rule beyond it (take the file that lowers J most per
-byte, by how much it shortens each step's slowest rank before the next
-slowest one takes over). Without step markers the window is one step.
-The plan that saves the most summed over ranks ("total") is reported
-beside it, each with what it saves in job time. Ranks are assumed to
-compute alike: J is the I/O part of the critical path."""
+The job's time, and what staging takes off it, come from job_time.py: per
+rank and step the measured step length and input wait (wall time), and
+what staging each file takes off that wait. The critical-path plan picks
+the files (0/1, within the capacity) that minimise that job time, J(x): a
+small mixed-integer program (a variable per file, one per block of rows:
+z_b >= each row's time left), solved by SciPy's `milp` (HiGHS) within a
+time and size budget, by a greedy rule beyond it (take the file that
+lowers J most per byte, by how much it shortens each block's slowest row
+before the next slowest one takes over). Among plans that shorten the job
+alike, the one saving the most time in calls wins (a small tie-break), so
+once the slowest rank is no longer the slowest, its remaining files still
+come before the other ranks'. The simple rules (the plan that saves the
+most I/O time summed over ranks, "largest I/O time first", "files under
+2 MB") are measured in the same job time; the plan is never worse than
+any of them: a rule that shortens the job more replaces it, and says so."""
 from __future__ import annotations
 
 import time
 from typing import Dict, Optional
 
 import numpy as np
-import pandas as pd
 
-MILP_CELLS = 200_000        # nonzero (file, rank, step) savings the exact program takes
+from tfdarshan.advice.job_time import JobModel
+
+MILP_CELLS = 200_000        # nonzero (file, row) savings the exact program takes
 MILP_FILES = 20_000
 MILP_SECONDS = 10.0         # HiGHS' time limit; its best plan so far is used past it
-TIE_BREAK = 1e-4            # among equally short critical paths, the one saving most in all
+TIE_BREAK = 1e-4            # among equally short jobs: the plan saving the straggler most, then most in calls
+SLOWEST_FIRST = 100.0       # a second off the straggler's wait (job_time.py) is worth this many in calls
+MIP_GAP = 1e-9              # HiGHS' relative gap: the default (1e-4) is as large as the tie-break
 GREEDY_ROUNDS = 5_000       # past this many picks the greedy fills by summed saving per byte
+RULES = {"total": "the most I/O time summed over ranks", "largest_time_first": "largest I/O time first",
+         "under_2mb": "files under 2 MB"}
 
 
-def cells_of(costs: pd.DataFrame, step_files: pd.DataFrame, process: str = "host") -> pd.DataFrame:
-    """(file index in costs, process, step, expected seconds) per cell: the
-    step series' POSIX rows with the file's expected cost per metadata call
-    and per read applied to the cell's calls. Training steps only, when
-    there are any (the set-up and the wind-down wait for no other rank)."""
-    sf = step_files[step_files["module"] == "POSIX"] if "module" in step_files else step_files
-    if (sf["step"] >= 0).any():
-        sf = sf[sf["step"] >= 0]
-    index = pd.Series(np.arange(len(costs)), index=costs["path"].to_numpy())
-    sf = sf[sf["path"].isin(index.index)]
-    f = index.reindex(sf["path"].to_numpy()).to_numpy()
-    meta = costs["meta_unit"].to_numpy(np.float64)[f] * (sf["opens"] + sf["stats"]).to_numpy(np.float64)
-    reads = costs["read_unit"].to_numpy(np.float64)[f] * sf["reads"].to_numpy(np.float64)
-    return pd.DataFrame({"file": f, "process": sf[process].astype(str).to_numpy(),
-                         "step": sf["step"].to_numpy(np.int64), "expected": meta + reads})
-
-
-class Problem:
-    """The (rank, step) rows, each file's savings in them, and J(x)."""
-
-    def __init__(self, costs: pd.DataFrame, cells: pd.DataFrame, candidates: np.ndarray):
-        from scipy import sparse
-        rows = cells.groupby(["process", "step"], sort=True).ngroup().to_numpy()
-        self.n_rows = int(rows.max()) + 1 if len(rows) else 0
-        self.expected = np.bincount(rows, weights=cells["expected"].to_numpy(), minlength=self.n_rows)
-        keys = cells.assign(row=rows).drop_duplicates("row").sort_values("row")
-        self.step_of_row = pd.factorize(keys["step"].to_numpy())[0] if len(keys) else np.zeros(0, np.int64)
-        self.n_steps = int(self.step_of_row.max()) + 1 if len(keys) else 0
-        # a file's saving split over its cells by their share of its expected time
-        per_file = np.bincount(cells["file"], weights=cells["expected"].to_numpy(), minlength=len(costs))
-        share = cells["expected"].to_numpy() / np.maximum(per_file[cells["file"].to_numpy()], 1e-300)
-        column = np.full(len(costs), -1)
-        column[candidates] = np.arange(len(candidates))
-        col = column[cells["file"].to_numpy()]
-        keep = (col >= 0) & (share > 0)
-        saving = costs["saving"].to_numpy(np.float64)[cells["file"].to_numpy()] * share
-        self.S = sparse.csc_matrix((saving[keep], (rows[keep], col[keep])), shape=(self.n_rows, len(candidates)))
-        self.candidates = candidates
-
-    def job_time(self, x: np.ndarray) -> float:
-        """J(x): per step its slowest row, summed."""
-        if not self.n_rows:
-            return 0.0
-        left = self.expected - self.S @ x.astype(np.float64)
-        worst = np.full(self.n_steps, -np.inf)
-        np.maximum.at(worst, self.step_of_row, left)
-        return float(np.clip(worst, 0.0, None).sum())
-
-
-def plan(costs: pd.DataFrame, cells: pd.DataFrame, stageable: np.ndarray, capacity: int,
-         total_chosen: np.ndarray, objective: str = "critical-path") -> Dict:
-    """Both plans with their job-time and summed savings; "chosen" is the
-    objective's (indices into costs)."""
+def plan(costs, jm: JobModel, stageable: np.ndarray, capacity: int, rules: Dict[str, np.ndarray],
+         objective: str = "critical-path") -> Dict:
+    """The critical-path plan and the rules' plans, each with its job-time
+    and summed savings; "chosen" is the objective's (indices into costs).
+    `rules` maps a rule's name (RULES) to its files; "total" is the
+    objective of that name."""
     sizes = costs["size"].to_numpy(np.int64)
     savings = costs["saving"].to_numpy(np.float64)
-    candidates = np.nonzero(stageable & (savings > 0) & (sizes <= capacity))[0]
-    p = Problem(costs, cells, candidates)
+    candidates = jm.candidates
     started = time.perf_counter()
-    x, how = solve(p, sizes[candidates], savings[candidates], capacity)
+    # the tie-break's value of a file: what it takes off the slowest rank first, then its saving in calls
+    value = savings[candidates] + SLOWEST_FIRST * jm.slowest_saving()
+    x, how = solve(jm, sizes[candidates], value, capacity)
     cp = np.sort(candidates[x > 0.5])
-    now = p.job_time(np.zeros(len(candidates)))
-    total_x = np.isin(candidates, total_chosen).astype(np.float64)
-    if p.job_time(total_x) < p.job_time(x) - 1e-12:     # a heuristic's plan can lose to the summed one
-        cp, how = np.sort(candidates[total_x > 0.5]), how + "; the total plan's files, shorter on the critical path"
+    now = jm.job_time(np.zeros(len(candidates)))
 
     def figures(chosen: np.ndarray) -> Dict:
-        x = np.isin(candidates, chosen).astype(np.float64)
+        chosen = np.asarray(chosen, dtype=np.int64)
         return {"files": int(len(chosen)), "bytes": int(sizes[chosen].sum()),
-                "job_saving": now - p.job_time(x), "summed_saving": float(savings[chosen].sum())}
-    out = {"objective": objective, "job_time": now, "steps": p.n_steps,
-           "ranks": int(cells["process"].nunique()), "solver": how,
-           "solve_seconds": time.perf_counter() - started,
-           "critical_path": figures(cp), "total": figures(np.asarray(total_chosen, dtype=np.int64))}
-    out["chosen"] = cp if objective == "critical-path" else np.asarray(total_chosen, dtype=np.int64)
+                "job_saving": now - jm.job_time(jm.x_of(chosen)), "summed_saving": float(savings[chosen].sum())}
+    rule_figures = {name: figures(idx) for name, idx in rules.items()}
+    # never worse than a rule in its own measure: a heuristic's plan can lose to one
+    best = max(rule_figures, key=lambda n: (rule_figures[n]["job_saving"], rule_figures[n]["summed_saving"]),
+               default=None)
+    mine = figures(cp)
+    if best is not None and rule_figures[best]["job_saving"] > mine["job_saving"] + 1e-12:
+        cp, how = np.sort(np.asarray(rules[best], dtype=np.int64)), how + f"; {RULES.get(best, best)}: shorter"
+        mine = figures(cp)
+    out = {"objective": objective, "job_time": now, "steps": jm.steps, "ranks": jm.ranks, "solver": how,
+           "solve_seconds": time.perf_counter() - started, "model": jm.to_dict(),
+           "critical_path": mine, "rules": rule_figures, "total": rule_figures.get("total", figures([]))}
+    out["chosen"] = cp if objective == "critical-path" else np.asarray(rules.get("total", []), dtype=np.int64)
+    out["job_saving"] = (mine if objective == "critical-path" else out["total"])["job_saving"]
     return out
 
 
-def solve(p: Problem, sizes: np.ndarray, savings: np.ndarray, capacity: int):
+def solve(p: JobModel, sizes: np.ndarray, savings: np.ndarray, capacity: int):
     """(x, how it was found): HiGHS within the budget, else the greedy rule;
     the better of the two when HiGHS stopped at its time limit."""
     n = len(sizes)
@@ -129,23 +90,23 @@ def solve(p: Problem, sizes: np.ndarray, savings: np.ndarray, capacity: int):
     return x, "HiGHS (scipy.optimize.milp), " + status
 
 
-def _milp(p: Problem, sizes: np.ndarray, savings: np.ndarray, capacity: int):
+def _milp(p: JobModel, sizes: np.ndarray, savings: np.ndarray, capacity: int):
     from scipy import sparse
     from scipy.optimize import Bounds, LinearConstraint, milp
-    n, T = p.S.shape[1], p.n_steps
+    n, T = p.S.shape[1], p.n_blocks
     touched = np.diff(p.S.tocsr().indptr) > 0
-    # rows no candidate touches only bound their step's z from below
+    # rows no candidate touches only bound their block's z from below
     floor = np.zeros(T)
-    np.maximum.at(floor, p.step_of_row[~touched], p.expected[~touched])
+    np.maximum.at(floor, p.block_of_row[~touched], p.base[~touched])
     rows = np.nonzero(touched)[0]
-    z = sparse.csr_matrix((np.ones(len(rows)), (np.arange(len(rows)), p.step_of_row[rows])), shape=(len(rows), T))
+    z = sparse.csr_matrix((np.ones(len(rows)), (np.arange(len(rows)), p.block_of_row[rows])), shape=(len(rows), T))
     A = sparse.hstack([p.S.tocsr()[rows], z]).tocsr()
     cap = sparse.csr_matrix(np.concatenate([sizes / capacity, np.zeros(T)])[None, :])
-    constraints = [LinearConstraint(A, p.expected[rows], np.inf), LinearConstraint(cap, -np.inf, 1.0)]
+    constraints = [LinearConstraint(A, p.base[rows], np.inf), LinearConstraint(cap, -np.inf, 1.0)]
     c = np.concatenate([-TIE_BREAK * savings, np.ones(T)])
     res = milp(c, constraints=constraints, integrality=np.concatenate([np.ones(n), np.zeros(T)]),
                bounds=Bounds(np.concatenate([np.zeros(n), floor]), np.concatenate([np.ones(n), np.full(T, np.inf)])),
-               options={"time_limit": MILP_SECONDS, "disp": False})
+               options={"time_limit": MILP_SECONDS, "disp": False, "mip_rel_gap": MIP_GAP})
     if res.x is None:
         return None, res.message
     x = (res.x[:n] > 0.5).astype(np.float64)
@@ -154,26 +115,26 @@ def _milp(p: Problem, sizes: np.ndarray, savings: np.ndarray, capacity: int):
     return x, "optimal" if res.status == 0 else f"best found within {MILP_SECONDS:.0f} s"
 
 
-def _greedy(p: Problem, sizes: np.ndarray, savings: np.ndarray, capacity: int) -> np.ndarray:
+def _greedy(p: JobModel, sizes: np.ndarray, savings: np.ndarray, capacity: int) -> np.ndarray:
     """Repeatedly the file that shortens the slowest rows most per byte; by
     summed saving per byte once no file shortens them."""
     n = len(sizes)
     x = np.zeros(n)
     room = int(capacity)
     S = p.S.tocsr()
-    left = p.expected.copy()
+    left = p.base.copy()
     for _ in range(min(n, GREEDY_ROUNDS)):
-        worst = np.full(p.n_steps, -np.inf)
-        np.maximum.at(worst, p.step_of_row, left)
-        is_top = left >= worst[p.step_of_row]
-        # the next slowest row of each step (the top one's own value when it stands alone)
-        runner = np.full(p.n_steps, -np.inf)
-        np.maximum.at(runner, p.step_of_row, np.where(is_top, -np.inf, left))
+        worst = np.full(p.n_blocks, -np.inf)
+        np.maximum.at(worst, p.block_of_row, left)
+        is_top = left >= worst[p.block_of_row]
+        # the next slowest row of each block (the top one's own value when it stands alone)
+        runner = np.full(p.n_blocks, -np.inf)
+        np.maximum.at(runner, p.block_of_row, np.where(is_top, -np.inf, left))
         runner = np.where(np.isfinite(runner), runner, 0.0)
-        # a file's gain: for each step's slowest row (alone at the top), how far it lowers
+        # a file's gain: for each block's slowest row (alone at the top), how far it lowers
         # it before the next takes over; a lower bound when the file lowers other rows too
-        alone = np.bincount(p.step_of_row, weights=is_top, minlength=p.n_steps)[p.step_of_row] == 1
-        headroom = np.where(is_top & alone, left - np.maximum(runner[p.step_of_row], 0.0), 0.0)
+        alone = np.bincount(p.block_of_row, weights=is_top, minlength=p.n_blocks)[p.block_of_row] == 1
+        headroom = np.where(is_top & alone, left - np.maximum(runner[p.block_of_row], 0.0), 0.0)
         gain = np.asarray(S.minimum(_rows_like(headroom, S)).sum(axis=0)).ravel()
         fits = (x == 0) & (sizes <= room)
         if not fits.any():
@@ -201,17 +162,32 @@ def _rows_like(values: np.ndarray, like):
 
 
 def report(plans: Optional[Dict]) -> str:
-    """The plans in words, for the text report and the tab."""
+    """The plans in words, for the text report and the tab: each in job time
+    (the objective's measure), which one wins, and what the figures rest on."""
     if not plans:
         return ""
+    from tfdarshan.advice import job_time
     from tfdarshan.advice.file_table import human_bytes, human_time
-    cp, tot = plans["critical_path"], plans["total"]
+    cp, m = plans["critical_path"], plans["model"]
     chosen = "critical-path" if plans["objective"] == "critical-path" else "total"
-    return (f"Planned for a synchronous job of {plans['ranks']} ranks (--objective {chosen}): each step waits for "
-            f"its slowest rank, whose expected file I/O summed over {plans['steps']} steps is "
-            f"{human_time(plans['job_time'])} now. Critical-path plan (minimise the slowest rank's time, step by "
-            f"step): {cp['files']} files, {human_bytes(cp['bytes'])}, saves {human_time(cp['job_saving'])} of job "
-            f"time ({human_time(cp['summed_saving'])} summed over ranks). Total plan (most I/O time summed over "
-            f"ranks): {tot['files']} files, {human_bytes(tot['bytes'])}, saves {human_time(tot['job_saving'])} of "
-            f"job time ({human_time(tot['summed_saving'])} summed over ranks). Solved by {plans['solver']}. "
-            f"Ranks are taken to compute alike.")
+
+    def one(f: Dict) -> str:
+        return (f"{f['files']} files, {human_bytes(f['bytes'])}, saves {human_time(f['job_saving'])} of job time "
+                f"({human_time(f['summed_saving'])} of I/O time summed over ranks)")
+    rules = plans.get("rules", {})
+    lines = [f"Planned for a job of {plans['ranks']} ranks (--objective {chosen}): "
+             f"{job_time.MODES[m['mode']]}; {human_time(plans['job_time'])} over {plans['steps']} steps now, with "
+             f"{job_time.WAITED[m['mode']]} {human_time(m['slowest_wait'])} ({m['bound']}).",
+             f"Critical-path plan (the shortest job): {one(cp)}."]
+    lines += [f"Rule {RULES.get(name, name)!r}: {one(f)}." for name, f in rules.items()]
+    ahead = [RULES.get(n, n) for n, f in rules.items() if f["job_saving"] > cp["job_saving"] + 1e-9]
+    even = [RULES.get(n, n) for n, f in rules.items() if abs(f["job_saving"] - cp["job_saving"]) <= 1e-9]
+    if ahead:
+        lines.append(f"{', '.join(ahead)} would shorten the job more than the critical-path plan.")
+    elif even:
+        lines.append(f"The critical-path plan shortens the job as much as {', '.join(even)}, and no rule more.")
+    else:
+        lines.append("The critical-path plan shortens the job more than every rule.")
+    lines.append(f"Solved by {plans['solver']}. Each saving is {job_time.at_most(m)}; an upper bound where reads "
+                 f"overlapped computation.")
+    return "\n".join(lines)

@@ -15,6 +15,8 @@ from tfdarshan.advice.per_node import NodePlans
 
 def render_text(a: Advice) -> str:
     lines = [a.summary(), ""]
+    if a.input_wait:
+        lines += [a.input_wait["line"], ""]
     if a.plans:
         lines += [a.plans["report"], ""]
     sel = a.selection()
@@ -28,14 +30,40 @@ def render_text(a: Advice) -> str:
     else:
         lines.append("Nothing worth staging: no file would read faster on the fast tier within the budget.")
     lines.append("")
-    lines.append("Compared with simple rules (same budget):")
-    for name, label in (("under_2mb", "files under 2 MB, smallest first"),
-                        ("largest_time_first", "largest I/O time first")):
-        idx = a.baselines[name]
-        lines.append(f"  {label}: {len(idx)} files, {human_bytes(a.bytes(idx))}, saves {human_time(a.saving(idx))}")
-    lines.append(f"  this recommendation: {len(a.chosen)} files, {human_bytes(a.bytes(a.chosen))}, "
-                 f"saves {human_time(a.saving(a.chosen))}")
+    lines += rules_text(a)
     return "\n".join(lines + left_out_text(a.left_out) + findings_text(a.findings))
+
+
+RULE_LABELS = (("under_2mb", "files under 2 MB, smallest first"), ("largest_time_first", "largest I/O time first"))
+
+
+def rules_text(a: Advice) -> list:
+    """The recommendation against the simple rules: in job time when the
+    session has step series (what the plan optimises), the I/O time summed
+    over threads and ranks beside it; and which one wins."""
+    job = a.job["savings"] if a.job else None
+    lines = ["Compared with simple rules (same budget)" + (", in job time (I/O time summed over threads and ranks "
+                                                          "beside it):" if job else ", in I/O time summed over "
+                                                          "threads (no step series to predict job time):")]
+
+    def row(label, idx, key):
+        saved = f"saves {human_time(job[key])} of job time ({human_time(a.saving(idx))} summed)" if job \
+            else f"saves {human_time(a.saving(idx))}"
+        return f"  {label}: {len(idx)} files, {human_bytes(a.bytes(idx))}, {saved}"
+    for name, label in RULE_LABELS:
+        lines.append(row(label, a.baselines[name], name))
+    lines.append(row("this recommendation", a.chosen, "chosen"))
+    if job:
+        best = max(RULE_LABELS, key=lambda r: job[r[0]])
+        if job[best[0]] > job["chosen"] + 1e-9:
+            lines.append(f"  the rule {best[1]!r} would shorten the job more, by "
+                         f"{human_time(job[best[0]] - job['chosen'])}")
+        elif job[best[0]] >= job["chosen"] - 1e-9:
+            lines.append(f"  the rule {best[1]!r} shortens the job as much")
+        else:
+            lines.append(f"  this recommendation shortens the job more than either rule, by "
+                         f"{human_time(job['chosen'] - job[best[0]])} or more")
+    return lines
 
 
 def left_out_text(left) -> list:

@@ -5,193 +5,30 @@ stager copies each to `<destination>.partial`, checks the copy's checksum
 against the manifest's, and only then renames it into place and records it
 in the staging map. It never writes over an existing file or touches a
 source, refuses when the destination lacks room, and resumes where an
-interrupted run stopped. `staged_paths(paths)` gives a tf.data pipeline the
-staged copies."""
+interrupted run stopped. A copy keeps its source's permission bits and
+mtime, and what this host now holds is recorded with the source's size and
+mtime (capture/served.py's held file), which `tfdarshan run --staged`
+serves from inside the shim. `staged_paths(paths)` gives a tf.data pipeline
+the staged copies by their own paths instead."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pathlib
-import re
 import shutil
 import socket
 import time
 from typing import Dict, Iterable, List, Optional
 
-from tfdarshan.capture import _native
+from tfdarshan.capture import _native, served
+from tfdarshan.capture.served import staging_map_path  # noqa: F401 (where it always was)
+from tfdarshan.advice.manifest import (CHUNK, FORMAT, _bar, _load_json, _write_json,  # noqa: F401 (re-exported)
+                                       destination_for, load_manifest, make_manifest, make_node_manifest,
+                                       node_part, sha256_of, vanished_line)
 from tfdarshan.errors import TfdarshanError
 
-FORMAT = "tfdarshan.manifest/1"
-CHUNK = 4 << 20
 FLUSH_SECONDS = 1.0
 STAGED_MANIFEST = "staged.manifest.json"    # beside the session whose advice was staged
-
-
-def sha256_of(path, chunk: int = CHUNK) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(chunk)
-            if not b:
-                return h.hexdigest()
-            h.update(b)
-
-
-def staging_map_path() -> pathlib.Path:
-    """Where staged copies are recorded: $TFDARSHAN_STAGING_MAP or
-    ~/.local/share/tfdarshan/staged.json."""
-    p = os.environ.get("TFDARSHAN_STAGING_MAP") or os.path.join(
-        os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "tfdarshan", "staged.json")
-    return pathlib.Path(p)
-
-
-def _load_json(path: pathlib.Path, what: str, kind=None):
-    """The JSON in path (None if there is none); `kind`, when given, is
-    the type the top level must have."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        raise TfdarshanError(f"{path}: unreadable {what} ({e})") from None
-    except RecursionError:
-        raise TfdarshanError(f"{path}: unreadable {what} (nested too deeply)") from None
-    if kind is not None and not isinstance(data, kind):
-        raise TfdarshanError(f"{path}: unreadable {what} (not a JSON {kind.__name__})")
-    return data
-
-
-def _write_json(path: pathlib.Path, data) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # a name of this writer's own: nodes staging from one manifest on a shared file system write at once
-    tmp = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-
-
-# ---------------------------------------------------------------- manifest
-def destination_for(source: str, root: str) -> str:
-    """The staged copy mirrors the source's absolute path under root."""
-    return os.path.join(root, os.path.abspath(source).lstrip("/"))
-
-
-def make_manifest(sources: Iterable[str], root: str, *, progress: bool = False) -> Dict:
-    """The manifest of the sources that still exist; those gone since the
-    run (a temporary file renamed away, data deleted) are listed under
-    `vanished`, never a failure. A source that is there but unreadable is."""
-    root = os.path.abspath(root)      # a relative fast tier must still give absolute destinations
-    entries, vanished, items = [], [], []
-    with _native.suppressed():
-        for s in sources:
-            try:
-                items.append((s, os.stat(s).st_size))
-            except FileNotFoundError:
-                vanished.append(os.path.abspath(s))
-            except OSError as e:
-                raise TfdarshanError(f"{s}: cannot read to checksum it ({e.strerror})") from None
-        bar = _bar(sum(size for _, size in items), "checksums", progress)
-        for s, _ in items:
-            try:
-                size = os.stat(s).st_size
-                digest = sha256_of(s)
-            except FileNotFoundError:           # gone while the others were checksummed
-                vanished.append(os.path.abspath(s))
-                continue
-            except OSError as e:
-                raise TfdarshanError(f"{s}: cannot read to checksum it ({e.strerror})") from None
-            entries.append({"source": os.path.abspath(s), "destination": destination_for(s, root),
-                            "size": size, "sha256": digest})
-            bar.update(size)
-    bar.close()
-    return {"format": FORMAT, "created": time.time(), "root": root, "entries": entries, "vanished": vanished}
-
-
-def vanished_line(manifest: Dict, limit: int = 3) -> str:
-    """The sentence naming the files a manifest left out as gone since the run, "" for none."""
-    gone = manifest.get("vanished") or []
-    if not gone:
-        return ""
-    more = f" and {len(gone) - limit} more" if len(gone) > limit else ""
-    return (f"{len(gone)} recommended file{'s' if len(gone) != 1 else ''} no longer exist{'s' if len(gone) == 1 else ''}"
-            f" (gone since the run), left out of the manifest: {', '.join(gone[:limit])}{more}")
-
-
-def make_node_manifest(node_sources: Dict[str, List[str]], root: str, *, progress: bool = False) -> Dict:
-    """One manifest for several nodes: every file once in `entries` (one
-    checksum each), and under `nodes` the sources each node stages; the root
-    is the same path on every node (its own fast tier)."""
-    union = sorted({s for sources in node_sources.values() for s in sources})
-    m = make_manifest(union, root, progress=progress)
-    kept = {e["source"] for e in m["entries"]}
-    m["nodes"] = {h: sorted(x for x in (os.path.abspath(s) for s in sources) if x in kept)
-                  for h, sources in sorted(node_sources.items())}
-    return m
-
-
-def node_part(m: Dict, node: Optional[str]) -> List[Dict]:
-    """The entries `node` stages: all of them for a manifest without a
-    per-node section, else that node's (TfdarshanError if it has none)."""
-    if "nodes" not in m:
-        if node is not None:
-            raise TfdarshanError(f"--node {node}: the manifest has no per-node part (recommend --per-node writes one)")
-        return m["entries"]
-    if node is None:
-        node = socket.gethostname()
-    if node not in m["nodes"]:
-        raise TfdarshanError(f"the manifest has no part for node {node!r} (its nodes: "
-                             f"{', '.join(sorted(m['nodes'])[:8])}{', ...' if len(m['nodes']) > 8 else ''}); "
-                             f"give --node")
-    mine = set(m["nodes"][node])
-    return [e for e in m["entries"] if e["source"] in mine]
-
-
-def load_manifest(path) -> Dict:
-    p = pathlib.Path(path)
-    m = _load_json(p, "manifest")
-    if m is None:
-        raise TfdarshanError(f"{p}: no such manifest")
-    if not isinstance(m, dict) or m.get("format") != FORMAT or not isinstance(m.get("entries"), list):
-        raise TfdarshanError(f"{p}: not a tfdarshan staging manifest")
-    root = m.get("root")
-    if root is not None and not (isinstance(root, str) and _clean_path(root)):
-        raise TfdarshanError(f"{p}: root must be an absolute path without '..'")
-    advice = m.get("advice")
-    if advice is not None and not (isinstance(advice, dict) and _number_or_none(advice.get("predicted_saving"))):
-        raise TfdarshanError(f"{p}: advice must be an object with a numeric predicted_saving")
-    seen = set()
-    for i, e in enumerate(m["entries"]):
-        ok = (isinstance(e, dict) and isinstance(e.get("source"), str) and isinstance(e.get("destination"), str)
-              and isinstance(e.get("size"), int) and not isinstance(e.get("size"), bool)
-              and 0 <= e["size"] < 1 << 63
-              and isinstance(e.get("sha256"), str) and re.fullmatch("[0-9a-f]{64}", e["sha256"]) is not None)
-        if not ok:
-            raise TfdarshanError(f"{p}: entry {i + 1} is malformed (needs source, destination, size, sha256)")
-        if not (_clean_path(e["source"]) and _clean_path(e["destination"])):
-            raise TfdarshanError(f"{p}: entry {i + 1}: paths must be absolute, without '..' or NUL")
-        if root is not None and not os.path.normpath(e["destination"]).startswith(os.path.normpath(root) + "/"):
-            raise TfdarshanError(f"{p}: entry {i + 1}: destination {e['destination']} is outside the root {root}")
-        if e["destination"] in seen or os.path.abspath(e["destination"]) == os.path.abspath(e["source"]):
-            raise TfdarshanError(f"{p}: entry {i + 1}: destination {e['destination']} repeats or is its source")
-        seen.add(e["destination"])
-    nodes = m.get("nodes")
-    if nodes is not None:
-        sources = {e["source"] for e in m["entries"]}
-        if not (isinstance(nodes, dict) and all(isinstance(h, str) and h and isinstance(v, list)
-                                                and all(isinstance(x, str) and x in sources for x in v)
-                                                for h, v in nodes.items())):
-            raise TfdarshanError(f"{p}: nodes must map host names to lists of the entries' sources")
-    return m
-
-
-def _clean_path(path: str) -> bool:
-    """Absolute, no '..' component (a staged copy must stay under its
-    root), no NUL (the OS refuses it half-way through staging)."""
-    return os.path.isabs(path) and ".." not in path.split("/") and "\0" not in path
-
-
-def _number_or_none(v) -> bool:
-    return v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 # ------------------------------------------------------------------ staging
@@ -224,9 +61,13 @@ def stage(manifest_path, *, progress: bool = True, node: Optional[str] = None) -
         raise TfdarshanError(f"{state_path}: unreadable staging state (done is not a JSON object)")
     result = StageResult()
     todo = []
+    held = served.read_held()
+    unheld: Dict[str, Dict] = {}        # staged here earlier, not yet in the held file
     for e in entries:
         if done.get(e["destination"]) == e["sha256"] and os.path.exists(e["destination"]):
             result.skipped.append(e)
+            if held.get(e["source"], {}).get("copy") != e["destination"]:
+                unheld.update(_held_now(e))
         else:
             todo.append(e)
     need = sum(e["size"] for e in todo)
@@ -247,8 +88,9 @@ def stage(manifest_path, *, progress: bool = True, node: Optional[str] = None) -
     last_flush = time.monotonic()
 
     def flush():
-        # copies reach the disk before the state and the map say they exist;
-        # one sync a second, not an fsync and two JSON rewrites per file
+        # copies reach the disk before the state, the map and the held file
+        # say they exist; one sync a second, not an fsync and three JSON
+        # rewrites per file
         nonlocal last_flush
         last_flush = time.monotonic()
         if unrecorded:
@@ -256,10 +98,13 @@ def stage(manifest_path, *, progress: bool = True, node: Optional[str] = None) -
             _write_json(state_path, {"done": done})
             _record_mapping(dict(unrecorded))
             unrecorded.clear()
+        if unheld:
+            served.record_held(dict(unheld))
+            unheld.clear()
 
     with _native.suppressed():
         try:
-            _stage_all(todo, root, root_id, done, unrecorded, result, bar,
+            _stage_all(todo, root, root_id, done, unrecorded, unheld, result, bar,
                        lambda: time.monotonic() - last_flush > FLUSH_SECONDS and flush())
         finally:
             flush()
@@ -269,11 +114,11 @@ def stage(manifest_path, *, progress: bool = True, node: Optional[str] = None) -
     return result
 
 
-def _stage_all(todo, root, root_id, done, unrecorded, result, bar, maybe_flush) -> None:
+def _stage_all(todo, root, root_id, done, unrecorded, unheld, result, bar, maybe_flush) -> None:
     for e in todo:
         try:
             _check_root(root, root_id)
-            _stage_one(e)
+            unheld.update(_stage_one(e))
             done[e["destination"]] = e["sha256"]
             unrecorded[e["source"]] = e["destination"]
             result.staged.append(e)
@@ -358,7 +203,27 @@ def _check_root(root: str, root_id) -> None:
         raise _Vanished(f"the staging directory {root} was replaced; stopped")
 
 
-def _stage_one(e: Dict) -> None:
+def _held(e: Dict, source: os.stat_result) -> Dict[str, Dict]:
+    """What the held file says of a copy in place: the source's size and
+    mtime as they were when it was staged, the copy's own mtime."""
+    return {e["source"]: {"copy": e["destination"], "size": source.st_size, "mtime_ns": source.st_mtime_ns,
+                          "copy_mtime_ns": os.stat(e["destination"]).st_mtime_ns, "staged_at": time.time()}}
+
+
+def _held_now(e: Dict) -> Dict[str, Dict]:
+    """A copy staged before the held file existed, when source and copy still
+    have the manifest's size (else it is not recorded, and not served)."""
+    try:
+        st = os.stat(e["source"])
+        if st.st_size == e["size"] == os.stat(e["destination"]).st_size:
+            return _held(e, st)
+    except OSError:
+        pass
+    return {}
+
+
+def _stage_one(e: Dict) -> Dict[str, Dict]:
+    """Copy one entry; what the held file records of it."""
     src, dst = e["source"], e["destination"]
     try:
         st = os.stat(src)
@@ -369,7 +234,7 @@ def _stage_one(e: Dict) -> None:
     if os.path.lexists(dst):
         # not ours to overwrite; adopt it only if it already is the right copy
         if os.path.isfile(dst) and not os.path.islink(dst) and sha256_of(dst) == e["sha256"]:
-            return
+            return _held(e, st)
         raise _Refused(f"{dst} exists and is not this file's copy; not overwriting")
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     partial = dst + ".partial"
@@ -388,9 +253,16 @@ def _stage_one(e: Dict) -> None:
         # the copy itself, read back, must match before it counts as staged
         if sha256_of(partial) != e["sha256"]:
             raise _Refused(f"the copy {dst} does not match its source; not staged")
+        after = os.stat(src)
+        if (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
+            raise _Refused(f"source {src} changed while it was copied; not staged")
+        # a stat of the copy answers as the source's would, but for the inode
+        os.chmod(partial, st.st_mode & 0o777)
+        os.utime(partial, ns=(st.st_atime_ns, st.st_mtime_ns))
         if os.path.lexists(dst):
             raise _Refused(f"{dst} appeared while copying; not overwriting")
         os.rename(partial, dst)
+        return _held(e, st)
     except BaseException:
         try:
             os.unlink(partial)
@@ -430,9 +302,3 @@ def staged_paths(paths: Iterable, mapping: Optional[Dict[str, str]] = None) -> L
             pass
         out.append(p)
     return out
-
-
-def _bar(total: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc, disable=not enabled,
-                leave=False)

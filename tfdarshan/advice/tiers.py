@@ -32,6 +32,8 @@ import tempfile
 import time
 from typing import Dict, Iterable, List, Optional, Tuple
 
+import numpy as np
+
 from tfdarshan.capture import _native
 from tfdarshan.capture import mounts as M
 from tfdarshan.errors import TfdarshanError
@@ -293,9 +295,56 @@ def load_toml(path) -> List[Tier]:
     return out
 
 
-def tier_for(path: str, tiers: Iterable[Tier]) -> Optional[Tier]:
-    """The tier whose path is the longest prefix of `path`."""
-    return M.longest_prefix(path, tiers, lambda t: t.path)
+def point_of(path: str, mounts: Optional[Iterable[M.Mount]] = None) -> str:
+    """The mount point of the file system holding path ("/" when no mount
+    table says otherwise)."""
+    m = M.mount_of(path, M.current() if mounts is None else mounts)
+    return m.point if m else "/"
+
+
+def tier_for(path: str, tiers: Iterable[Tier], mounts: Optional[Iterable[M.Mount]] = None) -> Optional[Tier]:
+    """The known tier holding `path`: among the tiers on path's own file
+    system (mount), the one whose directory is the longest prefix of it. A
+    tier measured at an enclosing mount point is another file system (a
+    probe of "/" says nothing of /dev/shm or a FUSE mount below it)."""
+    mounts = M.current() if mounts is None else list(mounts)
+    point = point_of(path, mounts)
+    return M.longest_prefix(path, [t for t in tiers if point_of(t.path, mounts) == point], lambda t: t.path)
+
+
+def labels_of(paths, tiers: Iterable[Tier], mounts: Iterable[M.Mount]) -> np.ndarray:
+    """tier_for(path).label for each path ("" where no tier is known),
+    looked up once a mount point and directory, not once a file."""
+    tiers, mounts = list(tiers), list(mounts)
+    paths = np.asarray(list(paths), dtype=object)
+    out = np.full(len(paths), "", dtype=object)
+    if not tiers or not len(paths):
+        return out
+    dirs = np.array([os.path.dirname(p) for p in paths], dtype=object)
+    uniq, where = np.unique(dirs, return_inverse=True)
+    # a directory's tier holds its files unless a tier is declared for one file itself (rare): check those
+    exact = {t.path for t in tiers}
+    for i, d in enumerate(uniq):
+        t = tier_for(d + "/", tiers, mounts)
+        out[where == i] = t.label if t else ""
+    for j in np.flatnonzero(np.isin(paths, list(exact))):
+        t = tier_for(paths[j], tiers, mounts)
+        out[j] = t.label if t else ""
+    return out
+
+
+def on_tier(paths, tier: Tier, mounts: Iterable[M.Mount]) -> np.ndarray:
+    """Which paths already sit on the tier: inside its directory and on the
+    same file system as it (a mount inside the tier's directory is another
+    file system: data on a FUSE mount below "/" is not on "/")."""
+    mounts = list(mounts)
+    paths = list(paths)
+    prefix = tier.path.rstrip("/") or "/"
+    point = point_of(prefix, mounts)
+    inside = np.array([prefix == "/" or p == prefix or p.startswith(prefix + "/") for p in paths], dtype=bool)
+    if not mounts or not len(paths):
+        return inside
+    return inside & (np.array([x or "/" for x in M.points_of(paths, mounts)], dtype=object) == point)
 
 
 def evict_cache(paths: Iterable) -> int:

@@ -54,6 +54,8 @@ class Collected:
     trace_dropped: int
     n_threads: int
     n_shards: int             # (thread, record) counters the collect folded: its cost
+    busy_ticks: int = 0       # wall time with a read or metadata call in flight in the interval
+    busy_joined: int = 0      # spans joined across a gap (then busy_ticks is an upper bound)
 
 
 def _string_array(items: Sequence[str]):
@@ -144,7 +146,8 @@ def collect() -> Collected:
             heat_unbinned=out.heat_unbinned,
             epoch=out.epoch, now_ticks=out.now_ticks, n_records=out.n_records,
             folded_files=out.folded_files, trace_dropped=out.trace_dropped,
-            n_threads=out.n_threads, n_shards=out.n_shards)
+            n_threads=out.n_threads, n_shards=out.n_shards, busy_ticks=out.busy_ticks,
+            busy_joined=out.busy_joined)
     finally:
         lib.tfd_free_collect(out)
 
@@ -212,3 +215,54 @@ def attach_generation() -> int:
 def attach_generation_address() -> int:
     """Address of the C function, for native test code to call."""
     return int(ffi.cast("uintptr_t", ffi.addressof(lib, "tfd_attach_generation")))
+
+
+# ------------------------------------------------------------ staged copies
+STAGED_ROW = lib.TFD_STAGED_ROW
+# a used entry's row: index, state, then these counts (native/staged.h's order)
+STAGED_COUNTS = ("served_opens", "served_fopens", "served_stats", "fallback_opens", "fallback_stats",
+                 "source_opens", "source_stats")
+STAGED_STATES = {lib.TFD_STAGED_UNCHECKED: "unchecked", lib.TFD_STAGED_SERVING: "serving",
+                 lib.TFD_STAGED_SOURCE_CHANGED: "source changed", lib.TFD_STAGED_SOURCE_UNREADABLE: "source unreadable",
+                 lib.TFD_STAGED_NOT_A_FILE: "source not a file", lib.TFD_STAGED_COPY_MISSING: "copy missing",
+                 lib.TFD_STAGED_COPY_DIFFERS: "copy differs", lib.TFD_STAGED_COPY_FAILED: "copy failed",
+                 lib.TFD_STAGED_WRITTEN: "source written"}
+
+
+def load_staged(sources: Sequence[str], copies: Sequence[str], sizes: Sequence[int],
+                source_mtimes_ns: Sequence[int], copy_mtimes_ns: Sequence[int]) -> None:
+    """Serve these staged copies in place of their sources from now on
+    (none: stop serving)."""
+    spec = ffi.new("tfd_staged_spec *")
+    src, keep_src = _string_array(sources)
+    cps, keep_cps = _string_array(copies)
+    n = len(keep_src)
+    arrays = [np.ascontiguousarray(a, dtype=np.int64) for a in (sizes, source_mtimes_ns, copy_mtimes_ns)]
+    spec.n = n
+    spec.sources, spec.copies = src, cps
+    spec.sizes, spec.source_mtimes_ns, spec.copy_mtimes_ns = (ffi.cast("int64_t *", ffi.from_buffer(a))
+                                                             for a in arrays)
+    err = ffi.new("char[512]")
+    if lib.tfd_staged_load(spec, err, 512) != 0:
+        raise NativeError(ffi.string(err).decode(errors="replace"))
+
+
+def staged_loaded() -> int:
+    """Entries of the loaded table of staged copies (0: none)."""
+    return int(lib.tfd_staged_loaded())
+
+
+def check_staged(index: int) -> str:
+    """Check entry `index` now, ahead of its first use; its state."""
+    return STAGED_STATES.get(lib.tfd_staged_check(index), "unknown")
+
+
+def staged_used() -> np.ndarray:
+    """Rows (index, state, counts...) of the entries this process has used."""
+    out = ffi.new("tfd_staged_rows *")
+    if lib.tfd_staged_used(out) != 0:
+        raise NativeError("out of memory reading the staged copies' counts")
+    try:
+        return _array(out.rows, out.n, STAGED_ROW)
+    finally:
+        lib.tfd_staged_free(out)

@@ -64,17 +64,23 @@ class Settings:
     trace_memory: int
     chain_library: Optional[str]
     kernel_io: bool = True
+    staged: Optional[str] = None        # serve staged copies: "all" this node holds, or a manifest's
+    staged_check_ahead: bool = False    # check their sources when attaching, not at first use
 
 
 def settings(include: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None,
              *, trace: Optional[bool] = None, record_cap: Optional[int] = None,
-             trace_memory: Optional[int] = None, kernel_io: Optional[bool] = None) -> Settings:
+             trace_memory: Optional[int] = None, kernel_io: Optional[bool] = None,
+             staged: Optional[str] = None) -> Settings:
     """Defaults, then TFDARSHAN_* variables, then the caller's arguments.
 
     `include` prefixes win over every exclusion. A user's `exclude` entry
     starting with '*' is a suffix (e.g. '*.tmp'). `kernel_io`
     (TFDARSHAN_KERNEL_IO=0 turns it off): count kernel-side copies and
-    follow mapped files, in columns of our own (kernel_io.py)."""
+    follow mapped files, in columns of our own (kernel_io.py). `staged`
+    (TFDARSHAN_STAGED): serve staged copies in place of their sources,
+    "all" that this node holds or those of a manifest (served.py);
+    TFDARSHAN_STAGED_CHECK=ahead checks their sources at attach."""
     inc = list(DEFAULT_INCLUDES) + list(_env_list("TFDARSHAN_INCLUDE")) + list(include or ())
     exc = list(DARSHAN_EXCLUDES) + list(python_prefixes())
     suf = list(DEFAULT_EXCLUDE_SUFFIXES)
@@ -93,7 +99,9 @@ def settings(include: Optional[Sequence[str]] = None, exclude: Optional[Sequence
         trace=bool(trace),
         trace_memory=trace_memory or _env_int("TFDARSHAN_TRACE_MEMORY", DEFAULT_TRACE_MEMORY),
         chain_library=os.environ.get("TFDARSHAN_LIBDARSHAN") or loaded_site_darshan(),
-        kernel_io=bool(kernel_io))
+        kernel_io=bool(kernel_io),
+        staged=staged or os.environ.get("TFDARSHAN_STAGED") or None,
+        staged_check_ahead=os.environ.get("TFDARSHAN_STAGED_CHECK", "") == "ahead")
 
 
 def loaded_site_darshan() -> Optional[str]:

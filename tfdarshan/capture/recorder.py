@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from tfdarshan.capture import _native, counters as C, config, coverage
+from tfdarshan.capture import _native, counters as C, config, coverage, served
 from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import heatmap as H
 from tfdarshan.capture import mounts as M
@@ -41,12 +41,12 @@ class Interval:
     """One collect: the records touched, their totals before and after, and
     the access-size/stride frequencies of the records whose frequencies
     changed, as they are after it (rows of record index, kind, value, count)."""
-    __slots__ = ("index", "before", "after", "segments", "heat", "epoch", "now_ticks", "values")
+    __slots__ = ("index", "before", "after", "segments", "heat", "epoch", "now_ticks", "values", "busy_ticks")
 
-    def __init__(self, index, before, after, segments, heat, epoch, now_ticks, values=NO_VALUES):
+    def __init__(self, index, before, after, segments, heat, epoch, now_ticks, values=NO_VALUES, busy_ticks=0):
         self.index, self.before, self.after = index, before, after
         self.segments, self.heat, self.epoch, self.now_ticks = segments, heat, epoch, now_ticks
-        self.values = values
+        self.values, self.busy_ticks = values, busy_ticks     # busy: ticks with input I/O in flight
 
 
 def latest_values(parts: List[np.ndarray]) -> np.ndarray:
@@ -60,9 +60,6 @@ def latest_values(parts: List[np.ndarray]) -> np.ndarray:
     newest = np.full(int(rows[:, 0].max()) + 1, -1, dtype=np.int64)
     np.maximum.at(newest, rows[:, 0], chunk)
     return rows[chunk == newest[rows[:, 0]]]
-
-    def delta(self, field: str) -> np.ndarray:
-        return self.after[:, R[field]] - self.before[:, R[field]]
 
 
 # column groups of the extremes, by how they combine
@@ -142,11 +139,13 @@ class Recorder:
 
     # ------------------------------------------------------------ attach
     def attach(self, include=None, exclude=None, *, trace=None, record_cap=None,
-               trace_memory=None, kernel_io=None) -> bool:
+               trace_memory=None, kernel_io=None, staged=None) -> bool:
         s = config.settings(include, exclude, trace=trace, record_cap=record_cap,
-                            trace_memory=trace_memory, kernel_io=kernel_io)
+                            trace_memory=trace_memory, kernel_io=kernel_io, staged=staged)
         with self._lock:
             self._after_fork()
+            if s.staged and not _native.is_attached():      # before the first patched call
+                served.serve(s.staged, check_ahead=s.staged_check_ahead)
             fresh = _native.attach(record_cap=s.record_cap, include=s.include, exclude=s.exclude,
                                    exclude_suffixes=s.exclude_suffixes, trace=s.trace,
                                    trace_cap_bytes=s.trace_memory, chain_library=s.chain_library,
@@ -254,7 +253,7 @@ class Recorder:
                 self._log.append([got.epoch, idx, got.rows[:, I0:I0 + NE].copy()])
             self._compact()
             interval = Interval(idx, before, got.rows, got.segments, heat, got.epoch, got.now_ticks,
-                                got.values)
+                                got.values, got.busy_ticks)
             for w in list(self._windows):
                 w._feed(interval)
             for fn in list(self._listeners):
@@ -297,6 +296,7 @@ class Recorder:
         snap = self.snapshot_of(idx, self._cum[idx], self._ext[idx], self.values(),
                                 {"seq": seq, "end": end, "recorder": id(self)}, self._heat.rows(),
                                 self._window_extremes)
+        snap.meta.update({"served": m} if (m := served.snapshot_meta(snap.posix, snap.stdio)) else {})
         self._live[seq] += 1
         weakref.finalize(snap, self._release, seq)
         return snap

@@ -18,6 +18,7 @@ import pandas as pd
 from tfdarshan.capture import counters as C
 from tfdarshan.capture import heatmap as H
 from tfdarshan.capture import kernel_io as K
+from tfdarshan.capture import served as SV
 
 FORMAT = "tfdarshan.snapshot/1"
 VALUE_COLUMNS = ["record_id", "kind", "value", "count"]
@@ -170,6 +171,8 @@ class Snapshot:
                     exact_extremes=exact is not None or earlier.counted_nothing(),
                     folded_files=self.meta.get("folded_files", 0) - earlier.meta.get("folded_files", 0),
                     trace_dropped=self.meta.get("trace_dropped", 0) - earlier.meta.get("trace_dropped", 0))
+        if "served" in self.meta:
+            meta["served"] = SV.window(self.meta["served"], earlier.meta.get("served"), posix, frames["STDIO"])
         keep = set(posix["record_id"]) | set(frames["STDIO"]["record_id"])
         extra = extra[extra["record_id"].isin(keep) | K.active(extra)].reset_index(drop=True)
         return Snapshot(posix, frames["STDIO"], values, extra, dxt.reset_index(drop=True), meta, self._extremes,
@@ -381,6 +384,9 @@ def combine(snaps) -> Snapshot:
                 start=min(s.start + sh for s, sh in zip(snaps, shifts)),
                 end=max(s.end + sh for s, sh in zip(snaps, shifts)),
                 processes=len(snaps), hostnames=sorted({str(s.meta.get("hostname", "")) for s in snaps}),
-                zero_reads_known=all(s.meta.get("zero_reads_known", True) for s in snaps))
+                zero_reads_known=all(s.meta.get("zero_reads_known", True) for s in snaps),
+                served=SV.combine([s.meta.get("served") for s in snaps]))
+    if meta["served"] is None:
+        del meta["served"]
     posix = _with_top4(frames["POSIX"], values) if len(values) else frames["POSIX"]
     return Snapshot(posix, frames["STDIO"], values, extra, dxt, meta, None, heat)

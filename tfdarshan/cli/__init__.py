@@ -58,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # a subcommand whose options argparse cannot take as they are rewrites them first (run --staged)
+    if argv and argv[0] in SUBCOMMANDS:
+        normalize = getattr(importlib.import_module(f"tfdarshan.cli.{argv[0]}"), "normalize_argv", None)
+        argv = argv[:1] + normalize(argv[1:]) if normalize else argv
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)

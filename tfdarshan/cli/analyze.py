@@ -58,7 +58,10 @@ def run(args: argparse.Namespace) -> int:
           f"{session_dir / 'analysis'}")
     waits = ranks.dropna(subset=["input_wait"])
     if len(waits):
-        print(f"ranks waiting longest on file I/O ({input_wait.LABEL}, {input_wait.CAPPED}): " + ", ".join(
+        # the job's figure (the tab's headline, recommend's), then each rank's own
+        share = input_wait.share(waits["wait_time"].sum(), waits["step_time"].sum())
+        print(input_wait.job_line(share, len(ranks)))
+        print(f"{input_wait.PER_RANK}, longest first: " + ", ".join(
             f"rank {int(x.rank)} {100 * x.input_wait:.1f} %" for x in waits.head(5).itertuples()))
     print(most_shared_line(files, r["ranks"], "ranks" if any(".rank" in str(x) for x in ranks["log"])
                            else "processes"))

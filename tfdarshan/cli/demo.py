@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"trained in {time.perf_counter() - t0:.2f} s\n")
     session = find_sessions(tb)[-1]
     snap = load_snapshot(session)
-    steps, _ = load_steps(session)
+    steps, step_files = load_steps(session)
     print(f"profiling session {session.directory}:")
     for name in sorted(p.name for p in session.directory.iterdir()):
         print(f"  {name}")
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else str(root)
     fast = tiers.probe(shm, size=8 << 20)
     budget = max(int(snap.posix["POSIX_BYTES_READ"].sum() // 10), 4096)
-    advice = advisor.recommend(snap, fast, budget, steps=steps, source=str(session.directory))
+    advice = advisor.recommend(snap, fast, budget, steps=steps, step_files=step_files, source=str(session.directory))
     _write_json(session.directory / "advice.json", advice.to_dict())
     print(f"\nstaging advice ({shm} probed: {fast.bandwidth / 2**20:.0f} MiB/s, "
           f"{fast.read_latency * 1e6:.1f} µs per request):")

@@ -88,7 +88,7 @@ def _load(source: str, session: str = None):
         if skipped:
             print(f"tfdarshan recommend: {skipping.warning_line(skipped)}", file=sys.stderr)
         steps, step_files = load_steps(s, skipped=skipped)
-        return snap, steps, s.directory, picked, step_files, s
+        return snap, with_origins(steps, s), s.directory, picked, step_files, s
     if session:
         raise TfdarshanError(f"--session {session}: {path} is a log, not a log directory")
     return read_darshan_log(path), None, None, None, None, None
@@ -103,11 +103,30 @@ def recover_dead(directory) -> None:
         print(f"tfdarshan recommend: {line}", file=sys.stderr)
 
 
+def with_origins(steps, session):
+    """The step series with each host's log start (job_time.ORIGIN): whether
+    ranks ran in lockstep is read from when their steps ended."""
+    from tfdarshan.advice import job_time
+    from tfdarshan.errors import TfdarshanError as Unreadable
+    from tfdarshan.logs.darshan_reader import read_job_record
+    if steps is None or not len(steps) or "host" not in steps:
+        return steps
+    origin = {}
+    for host in steps["host"].unique():
+        try:
+            origin[host] = float(read_job_record(session.directory / f"{host}.darshan")["start"])
+        except (Unreadable, OSError, KeyError, TypeError, ValueError):
+            return steps                    # one unknown clock: no clock for any
+    return steps.assign(**{job_time.ORIGIN: steps["host"].map(origin).astype(float)})
+
+
 def fast_tier(path: str, toml_files):
+    """The named directory's tier: declared, stored from a probe of its own
+    file system, or probed now (never the figures of an enclosing mount)."""
     from tfdarshan.advice import tiers as T
     known = T.load(toml_files)
     real = os.path.realpath(path)
-    tier = T.tier_for(real, known) or T.tier_for(path, known)
+    tier = T.tier_for(real, known) or T.tier_for(os.path.abspath(path), known)
     if tier is None:
         print(f"tfdarshan recommend: probing {path} (no figures stored for it yet)", file=sys.stderr)
         tier = T.probe(path, size=16 << 20)
@@ -180,8 +199,9 @@ def run(args: argparse.Namespace) -> int:
         raise TfdarshanError("--objective critical-path plans for a session of several ranks; this one has one "
                              "process (its plan is the total one)")
     if ranked and args.granularity == "file":
-        job_plans(advice, step_files if step_files is not None and len(step_files) else
-                  window_files(session), args.objective or "critical-path", partial)
+        if step_files is None or not len(step_files):
+            steps, step_files = window_series(session)
+        job_plans(advice, steps, step_files, args.objective or "critical-path", partial)
     if session_dir is not None:
         advice.findings.extend(rank_findings(session_dir, args.tiers))
     text = {"text": advice_report.render_text, "json": advice_report.render_json,
@@ -199,7 +219,9 @@ def run(args: argparse.Namespace) -> int:
         kept = np.array([i for i in advice.chosen if os.path.abspath(advice.costs["path"].iat[i]) not in gone],
                         dtype=np.int64)
         manifest["advice"] = {"predicted_saving": advice.saving(kept), "source": str(args.source),
-                              "session": str(session_dir) if session_dir is not None else None}
+                              "session": str(session_dir) if session_dir is not None else None,
+                              "predicted_job_saving": advice.job_saving,
+                              "job_model": (advice.job or {}).get("model")}
         pathlib.Path(args.manifest).write_text(json.dumps(manifest, indent=1))
         if gone:
             print(f"tfdarshan recommend: {vanished_line(manifest)}", file=sys.stderr)
@@ -209,29 +231,40 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def window_files(session):
-    """Without step series (imported logs): each rank's window as one step,
-    from its own log, in the step series' columns."""
+def window_series(session):
+    """Without step series (imported logs): each rank's window as its one
+    training step, from its own log, in the step series' columns (no wall
+    time measure: its wait is the summed time capped at the window)."""
     import pandas as pd
     from tfdarshan.logs.logdir import load_snapshot
-    from tfdarshan.logs.series import WINDOW_STEP
-    parts = []
+    steps, files = [], []
     for host in session.hosts:
-        p = load_snapshot(session, host).posix
-        parts.append(pd.DataFrame({"step": WINDOW_STEP, "host": host, "module": "POSIX", "path": p["path"],
+        snap = load_snapshot(session, host)
+        p = snap.posix
+        steps.append({"step": 0, "host": host, "start": snap.start, "end": snap.end,
+                      "read_time": float(p["POSIX_F_READ_TIME"].sum()),
+                      "meta_time": float(p["POSIX_F_META_TIME"].sum())})
+        files.append(pd.DataFrame({"step": 0, "host": host, "module": "POSIX", "path": p["path"],
                                    "opens": p["POSIX_OPENS"], "stats": p["POSIX_STATS"], "reads": p["POSIX_READS"]}))
-    return pd.concat(parts, ignore_index=True) if parts else None
+    return (pd.DataFrame(steps), pd.concat(files, ignore_index=True)) if steps else (None, None)
 
 
-def job_plans(advice, step_files, objective: str, partial=()) -> None:
-    """A multi-rank session: both plans (critical_path.py), the objective's
-    staged; ranks whose logs are partial are in, and named."""
-    from tfdarshan.advice import critical_path as CP
-    if step_files is None or step_files.empty:
+def job_plans(advice, steps, step_files, objective: str, partial=()) -> None:
+    """A multi-rank session: the critical-path plan and the rules' plans in
+    job time (critical_path.py, job_time.py), the objective's staged; ranks
+    whose logs are partial are in, and named."""
+    import numpy as np
+    from tfdarshan.advice import critical_path as CP, job_time
+    if step_files is None or step_files.empty or steps is None or steps.empty:
         return
     costs = advice.costs
-    stageable = (costs["training_input"] & ~costs["on_fast_tier"]).to_numpy(bool)
-    plans = CP.plan(costs, CP.cells_of(costs, step_files), stageable, advice.capacity, advice.chosen, objective)
+    stageable = (costs["training_input"] & ~costs["on_fast_tier"]).to_numpy(bool) \
+        & (costs["size"].to_numpy(np.int64) <= advice.capacity)
+    jm = job_time.model(costs, steps, step_files, job_time.candidates_of(costs, stageable))
+    if jm is None:
+        return
+    rules = {"total": advice.chosen, **advice.baselines}
+    plans = CP.plan(costs, jm, stageable, advice.capacity, rules, objective)
     advice.chosen = plans.pop("chosen")
     plans["report"] = CP.report(plans)
     if partial:
@@ -240,6 +273,8 @@ def job_plans(advice, step_files, objective: str, partial=()) -> None:
                             f"recorded (partial: killed before writing {'its' if len(partial) == 1 else 'their'} "
                             f"log{'s' if len(partial) > 1 else ''}).")
     advice.plans = plans
+    advice.job = {"model": plans["model"], "savings": {"chosen": plans["job_saving"],
+                                                        **{k: v["job_saving"] for k, v in plans["rules"].items()}}}
 
 
 def _names(partial) -> str:
@@ -346,21 +381,24 @@ def compare(args: argparse.Namespace) -> int:
     window time first, then the staged files' I/O time against the
     prediction. Exit 2 when AFTER read none of the staged copies, 1 when it
     read some files from their sources instead."""
-    from tfdarshan.advice.compare import compare_runs, compare_wall, wall_times
+    from tfdarshan.advice.compare import compare_job, compare_runs, compare_wall, wall_times
     from tfdarshan.advice.stager import load_manifest, staged_manifest_of
     before, steps_before, before_dir, _ = load_source(args.compare[0], args.session)
     after, steps_after, _, _ = load_source(args.compare[1])
     m = load_manifest(args.manifest) if args.manifest else staged_manifest_of(before_dir, args.compare[0])
     mapping = {e["source"]: e["destination"] for e in m["entries"]}
-    predicted = (m.get("advice") or {}).get("predicted_saving")
-    r = compare_runs(before, after, mapping, predicted)
+    advice = m.get("advice") or {}
+    r = compare_runs(before, after, mapping, advice.get("predicted_saving"))
     r["wall"] = compare_wall(wall_times(before, steps_before), wall_times(after, steps_after))
+    r["job"] = compare_job(steps_before, steps_after, advice.get("predicted_job_saving"),
+                           (advice.get("job_model") or {}).get("mode"))
     n = r["staged_files"]
     if r["copies_read"] == 0:
         raise TfdarshanError(
             f"AFTER ({args.compare[1]}) read none of the {n} staged copies"
             + (f" but {r['sources_read']} of their sources" if r["sources_read"] else "")
-            + ": nothing to compare. Did its input pipeline use tfdarshan.staged_paths()?")
+            + ": nothing to compare. Did it run under `tfdarshan run --staged`, or its input pipeline use "
+              "tfdarshan.staged_paths()?")
     print(json.dumps(r, indent=1) if args.format == "json" else compare_text(r))
     if r["sources_read"]:
         print(f"tfdarshan recommend: warning: AFTER read {r['sources_read']} of the {n} staged files from "
@@ -371,6 +409,7 @@ def compare(args: argparse.Namespace) -> int:
 
 def compare_text(r) -> str:
     """--compare in words: what the user waits for, then the I/O time."""
+    from tfdarshan.advice.compare import served_label
     from tfdarshan.advice.file_table import human_time
     w = r["wall"]
 
@@ -381,7 +420,8 @@ def compare_text(r) -> str:
         return f"{what} {human_time(b)} -> {human_time(a)} ({100 * c:+.0f} %)" if c is not None else \
             f"{what} {human_time(b)} -> {human_time(a)}"
     steps = w["steps"]
-    lines = [change("step_time", "step time (median step; each step's slowest process)"),
+    lines = [job_text(r["job"]),
+             change("step_time", "step time (median step; each step's slowest process)"),
              change("training_time", f"training time (all steps: {steps['before']} before, {steps['after']} after)"),
              change("window_time", "window (the whole profiled span)")]
     ratio = (f"{r['achieved_over_predicted']:.2f} of the prediction of {human_time(r['predicted_saving'])}"
@@ -390,4 +430,19 @@ def compare_text(r) -> str:
                  f"{human_time(r['before_time'])} before, {human_time(r['after_time'])} after "
                  f"({r['copies_read']} of {r['staged_files']} copies read); saved {human_time(r['achieved_saving'])}, "
                  f"{ratio}; input bandwidth {r['bandwidth_before'] / 2**20:.0f} -> {r['bandwidth_after'] / 2**20:.0f} MiB/s")
+    if r["served"]["staged"] is not None:
+        lines.append(served_label(r["served"]))
     return "\n".join(lines)
+
+
+def job_text(j) -> str:
+    """--compare's first line: the job time saved against the plan's prediction."""
+    from tfdarshan.advice import job_time
+    from tfdarshan.advice.file_table import human_time
+    if j["before"] is None or j["after"] is None:
+        return f"job time: unknown (no training steps in {'BEFORE' if j['before'] is None else 'AFTER'})"
+    said = (f"predicted {human_time(j['predicted'])}; achieved/predicted {j['ratio']:.2f}" if j["ratio"] is not None
+            else f"predicted {human_time(j['predicted'])}" if j["predicted"] is not None
+            else "the manifest holds no job-time prediction (planned without step series)")
+    return (f"job time {human_time(j['before'])} -> {human_time(j['after'])}: saved {human_time(j['achieved'])}, "
+            f"{said} ({job_time.MODES[j['mode']]})")

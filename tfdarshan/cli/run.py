@@ -17,7 +17,16 @@ starts (exit 2). Logs that cannot be written there at the end go to a
 fallback directory ($TFDARSHAN_FALLBACK_DIR, else ~/.cache/tfdarshan/unsaved,
 else $TMPDIR), named on stderr; the exit status is the script's own. While
 it runs, each process keeps <stem>.live in the session directory: if it is
-killed, `tfdarshan joblog` or `analyze` turns that into a partial log."""
+killed, `tfdarshan joblog` or `analyze` turns that into a partial log.
+
+With --staged, each read-only open and stat of a file `tfdarshan stage`
+copied to this node is served from its copy, without changing the script:
+all that this node holds, or those of MANIFEST (--staged=MANIFEST, or a
+path ending in .json right after --staged). A source is served only while
+it has the size and mtime it had when staged (checked at its first use);
+writes, directories and any error on the copy go to the source. Launchers
+set TFDARSHAN_STAGED (all, or a manifest's path) instead. A run that served
+none says so on stderr; the exit status is still the script's."""
 from __future__ import annotations
 
 import argparse
@@ -27,6 +36,7 @@ import pathlib
 import re
 import runpy
 import sys
+from typing import List, Optional
 
 from tfdarshan.cli import duration_arg, path_arg
 from tfdarshan.errors import TfdarshanError
@@ -40,6 +50,8 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", metavar="A:B", help="record only training steps A to B (inclusive)")
     p.add_argument("--trace", action="store_true", help="also keep the per-operation trace (DXT)")
     p.add_argument("--children", action="store_true", help="attach in Python child processes too")
+    p.add_argument("--staged", nargs="?", const="all", metavar="MANIFEST", type=path_arg,
+                   help="serve the staged copies this node holds (of MANIFEST) in place of their sources")
     fr = p.add_argument_group("flight recorder (leave it on in production)")
     fr.add_argument("--flight-recorder", metavar="DURATION", type=duration_arg,
                     help="keep the last DURATION (e.g. 120s) of I/O and write it when a step is slow or on SIGUSR2")
@@ -55,6 +67,29 @@ def add_parser(sub) -> None:
     p.add_argument("script", nargs="?", help="the script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     p.set_defaults(handler=run)
+
+
+def normalize_argv(argv: List[str]) -> List[str]:
+    """`run --staged script.py ...`: --staged takes a value only when it is
+    a manifest (ends in .json); otherwise the script that follows is the
+    script (argparse would take it as the manifest)."""
+    out, i = list(argv), 0
+    while i < len(out):
+        a = out[i]
+        if a == "--":
+            break
+        if a == "--staged":
+            if not (i + 1 < len(out) and out[i + 1].endswith(".json")):
+                out[i] = "--staged=all"
+            return out
+        if not a.startswith("-"):
+            break                   # the script: what follows is its own
+        i += 2 if a in VALUE_OPTIONS else 1
+    return out
+
+
+VALUE_OPTIONS = {"--logdir", "--steps", "--flight-recorder", "--slow-factor", "--dump-gap", "--max-dumps",
+                 "--ring-memory", "-m"}
 
 
 def parse_steps(text):
@@ -139,14 +174,26 @@ def prepared_run(args: argparse.Namespace, steps, flight):
     from tfdarshan.tf import runner
     try:
         check_writable(session_root(args.logdir, beside_xprof=False))
-        return runner.WholeRun(args.logdir, steps=steps, trace=args.trace, children=args.children, flight=flight)
+        return runner.WholeRun(args.logdir, steps=steps, trace=args.trace, children=args.children, flight=flight,
+                               staged=staged_spec(args.staged))
     except OSError as e:
         raise TfdarshanError(f"--logdir {args.logdir}: cannot write the logs there "
                              f"({e.strerror or e}); the script was not started") from None
 
 
+def staged_spec(value: Optional[str]) -> Optional[str]:
+    """--staged's value: "all", or the manifest's absolute path (children
+    started elsewhere inherit it), refused now when it cannot be read."""
+    from tfdarshan.capture import served
+    if value in (None, served.ALL):
+        return value
+    served.manifest_sources(value)
+    return os.path.abspath(value)
+
+
 def run(args: argparse.Namespace) -> int:
     steps = parse_steps(args.steps)
+    staged_spec(args.staged)
     flight = flight_policy(args)
     # refused before attaching: a mistake must not leave a log behind
     if os.path.exists(args.logdir) and not os.path.isdir(args.logdir):

@@ -1,8 +1,11 @@
 """`tfdarshan stage MANIFEST`: copy the files a recommendation chose to the
 fast tier, checking every copy's checksum before it counts; resumable, never
-overwrites or deletes, refuses without room. Pipelines then read the copies
-through tfdarshan.staged_paths(paths). A per-node manifest (`recommend
---per-node`) is staged from each node: this host's part, or --node's."""
+overwrites or deletes, refuses without room. What this host now holds is
+recorded (with each source's size and mtime) for `tfdarshan run --staged`,
+which serves the copies without a change to the script; pipelines can also
+read them through tfdarshan.staged_paths(paths). A per-node manifest
+(`recommend --per-node`) is staged from each node: this host's part, or
+--node's."""
 from __future__ import annotations
 
 import argparse
@@ -21,9 +24,10 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tfdarshan.advice.stager import stage, staging_map_path
+    from tfdarshan.capture.served import held_path
     r = stage(args.manifest, progress=not args.quiet and sys.stderr.isatty(), node=args.node)
     print(f"staged {len(r.staged)} files, {len(r.skipped)} already staged, {len(r.failed)} failed; "
-          f"map: {staging_map_path()}")
+          f"map: {staging_map_path()}; this host's copies: {held_path()}")
     for e, why in r.failed:
         print(f"tfdarshan stage: {one_line(e['source'])}: {one_line(why)}", file=sys.stderr)
     return 0 if r.ok else 1

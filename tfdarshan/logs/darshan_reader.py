@@ -160,8 +160,9 @@ JOB = struct.Struct("<7q1024s")
 
 def read_job_record(path) -> Dict[str, object]:
     """A log's job record alone: {"metadata": {key: value}, "mounts": [[point,
-    fstype], ...]}. Reads only the header and the job region of a
-    current-format log (listing sessions must not read every record)."""
+    fstype], ...], "start": the job's start, Unix seconds}. Reads only the
+    header and the job region of a current-format log (listing sessions
+    must not read every record)."""
     path = pathlib.Path(path)
     try:
         with open(path, "rb") as f:
@@ -175,11 +176,13 @@ def read_job_record(path) -> Dict[str, object]:
                     job = inflate(f.read(end - HEADER.size), comp_type, "job", path)
                     if len(job) > JOB.size:
                         _, metadata, mounts = _parse_job(job)
-                        return {"metadata": metadata, "mounts": mounts}
+                        _, s_sec, s_nsec = JOB.unpack_from(job, 0)[:3]
+                        return {"metadata": metadata, "mounts": mounts, "start": s_sec + s_nsec * 1e-9}
     except OSError as e:
         raise DarshanLogError(f"{path}: cannot read ({e.strerror})") from None
     meta = read_darshan_log(path).meta          # older formats, or a header to be checked in full
-    return {"metadata": dict(meta["job_metadata"]), "mounts": meta["mounts"]}
+    return {"metadata": dict(meta["job_metadata"]), "mounts": meta["mounts"],
+            "start": float(meta.get("origin_unix_time", 0.0)) + float(meta.get("start", 0.0))}
 
 
 def _parse_job(job: bytes):

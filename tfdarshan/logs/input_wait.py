@@ -1,16 +1,21 @@
-"""The one definition of input wait: the share of step time a process spent
-inside the file I/O calls of its input (reads, and metadata: open, stat,
-seek, close). The tab (verdict, cards, rank views), `analyze`'s tables,
-`recommend`'s findings and `--compare` all call these functions and take
-their labels from here, so two views of one session cannot disagree.
+"""The one definition of input wait: the share of step time during which a
+process had a file read or metadata call (open, stat, seek, close) of its
+input in flight. The tab (verdict, cards, rank views), `analyze`'s tables,
+`recommend`'s findings, its job-time predictions and `--compare` all call
+these functions and take their labels from here, so two views of one
+session cannot disagree.
 
-Per process and step, the wait is its read and metadata time, summed over
-its threads, capped at the step's length: parallel reads add up to more
-than the wall time they overlap, and a share of step time is at most all
-of it. Over several steps or processes (ranks), the share is the sum of
-their waits over the sum of their lengths. Counted steps are training steps
-(not the set-up, the wind-down, nor a window without markers) that the
-window's end did not cut short."""
+Per process and step, the wait is wall time: the time any of its threads
+was inside such a call (the step series' io_wall column, the union of the
+calls' intervals). tf.data reads on several threads at once, so the time
+in calls summed over threads can exceed the step; wall time cannot. A
+series without that column (written before it existed, imported, or
+retimed) falls back to the summed time capped at the step's length, an
+upper bound. Over several steps or processes (ranks), the share is the sum
+of their waits over the sum of their lengths: the job's input wait is that
+over every rank's counted steps, each rank's own over its own. Counted
+steps are training steps (not the set-up, the wind-down, nor a window
+without markers) that the window's end did not cut short."""
 from __future__ import annotations
 
 from typing import Optional
@@ -18,19 +23,50 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from tfdarshan.logs.series import CUT_COLUMN
+from tfdarshan.logs.series import CUT_COLUMN, IO_WALL_COLUMN
 
-LABEL = "share of step time in file I/O calls"
-CAPPED = "each step's I/O time capped at the step's length"
+LABEL = "share of step time with a file read or metadata call in flight"
+# how a step's wait was measured: which bound the figure rests on
+WALL = "wall time, on any thread"
+CAPPED = "time in calls summed over threads, capped at the step's length"
+BOTH = "wall time on any thread; where a series lacks it, summed time capped at the step's length"
+JOB = "Job input wait"
+PER_RANK = "per-rank input wait (each rank's own steps)"
+ONE_OF = "Input wait of this process (its own steps)"      # one process of a session of several, alone
 SUM_OVER_RANKS, MEAN_OVER_RANKS = "summed over ranks", "mean over ranks"
 SUM_OVER_PROCESSES, MEAN_OVER_PROCESSES = "summed over processes", "mean over processes"
 
 
-def waits(read_time, meta_time, duration) -> np.ndarray:
-    """Seconds of input wait of each (process, step): reads and metadata,
-    capped at the step's length."""
+def waits(read_time, meta_time, duration, io_wall=None) -> np.ndarray:
+    """Seconds of input wait of each (process, step): the wall time with a
+    read or metadata call in flight where io_wall holds it (not NaN), else
+    the time in those calls summed over threads; never more than the step."""
     d = np.clip(np.asarray(duration, dtype=np.float64), 0.0, None)
-    return np.minimum(np.asarray(read_time, dtype=np.float64) + np.asarray(meta_time, dtype=np.float64), d)
+    summed = np.asarray(read_time, dtype=np.float64) + np.asarray(meta_time, dtype=np.float64)
+    if io_wall is not None:
+        wall = np.asarray(io_wall, dtype=np.float64)
+        summed = np.where(np.isnan(wall), summed, np.minimum(wall, summed))
+    return np.minimum(summed, d)
+
+
+def bound_of(steps: pd.DataFrame) -> str:
+    """Which measure a series' waits rest on (WALL, CAPPED or BOTH)."""
+    if IO_WALL_COLUMN not in steps or not len(steps):
+        return CAPPED
+    have = steps[IO_WALL_COLUMN].notna()
+    return WALL if have.all() else CAPPED if not have.any() else BOTH
+
+
+def job_label(ranks: int, bound: str = BOTH) -> str:
+    """What the job's input wait is, in the words analyze, recommend and the tab print."""
+    over = f"all {ranks} ranks' steps" if ranks > 1 else "its steps"
+    return f"{LABEL}, over {over}; {bound}"
+
+
+def job_line(share: Optional[float], ranks: int, bound: str = BOTH) -> str:
+    """The one line that states the job's input wait."""
+    figure = f"{100 * share:.1f} % of step time" if share is not None else "unknown (no training steps)"
+    return f"{JOB}: {figure} ({job_label(ranks, bound)})"
 
 
 def counted(step, cut=None) -> np.ndarray:
@@ -53,7 +89,8 @@ def of_series(steps: pd.DataFrame) -> pd.DataFrame:
                              (("step", "int64"), ("duration", "float64"), ("wait", "float64"), ("counted", bool))})
     duration = (steps["end"] - steps["start"]).clip(lower=0).to_numpy(np.float64)
     cut = steps[CUT_COLUMN].to_numpy(bool) if CUT_COLUMN in steps else None
-    return steps.assign(duration=duration, wait=waits(steps["read_time"], steps["meta_time"], duration),
+    wall = steps[IO_WALL_COLUMN] if IO_WALL_COLUMN in steps else None
+    return steps.assign(duration=duration, wait=waits(steps["read_time"], steps["meta_time"], duration, wall),
                         counted=counted(steps["step"], cut))
 
 

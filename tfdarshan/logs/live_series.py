@@ -31,7 +31,7 @@ from tfdarshan.logs.step_entries import ROW_WIDTH, StepEntries, frames
 SUFFIX = ".live-steps"           # <stem>.live-steps beside <stem>.live
 MAGIC = b"TFDSTEP1"
 RECORD = struct.Struct("<II")    # payload length, CRC-32
-ROWS, BEGIN, END, FINISH = 1, 2, 3, 4
+ROWS, BEGIN, END, FINISH, BUSY = 1, 2, 3, 4, 5
 MAX_RECORD = 1 << 30             # a length past this is damage, not a record
 
 
@@ -47,7 +47,7 @@ class Journal:
         self.path = pathlib.Path(path)
         self._pid = os.getpid()
         self.failed: Optional[str] = None
-        header = json.dumps({"fields": list(FIELDS), "ticks_per_second": ticks_per_second,
+        header = json.dumps({"fields": list(FIELDS), "io_wall": True, "ticks_per_second": ticks_per_second,
                              "window_start_ticks": int(window_start_ticks), "pid": self._pid}).encode()
         tmp = self.path.with_name(f".{self.path.name}.{self._pid}.new")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
@@ -78,6 +78,10 @@ class Journal:
 
     def finish(self, now: int) -> None:
         self._append(np.array([FINISH, now]))
+
+    def busy(self, ticks: int) -> None:
+        """A collect's ticks with input I/O in flight (the step's io_wall)."""
+        self._append(np.array([BUSY, ticks]))
 
     def _append(self, words: np.ndarray) -> None:
         if self._fd < 0 or os.getpid() != self._pid:
@@ -144,7 +148,7 @@ def _events(events) -> Iterator[Tuple[int, np.ndarray]]:
             yield kind, w
         elif kind in (BEGIN, END) and len(w) == 2:
             yield kind, w
-        elif kind == FINISH and len(w) == 1:
+        elif kind in (FINISH, BUSY) and len(w) == 1:
             yield kind, w
 
 
@@ -156,7 +160,7 @@ def replay(path):
     events = list(_events(events))
     keyed = [w[2:].reshape(-1, ROW_WIDTH) for kind, w in events if kind == ROWS]
     ids = np.unique(np.concatenate([k[:, 0] for k in keyed])) if keyed else np.zeros(0, np.int64)
-    book = StepEntries(int(header["window_start_ticks"]))
+    book = StepEntries(int(header["window_start_ticks"]), count_busy=bool(header.get("io_wall")))
     last = int(header["window_start_ticks"])
     for kind, w in events:
         if kind == ROWS:
@@ -170,6 +174,8 @@ def replay(path):
         elif kind == END:
             last = max(last, int(w[1]))
             book.end(int(w[0]), last)
+        elif kind == BUSY:
+            book.busy(int(w[0]))
         else:
             last = max(last, int(w[0]))
             book.finish(last)

@@ -20,7 +20,7 @@ from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import joblog, skipping
 from tfdarshan.logs.series import FILE_COLUMNS, STEP_COLUMNS, read_series
 from tfdarshan.logs.darshan_log import read_darshan_log
-from tfdarshan.capture import kernel_io as K
+from tfdarshan.capture import kernel_io as K, served
 from tfdarshan.capture.snapshot import Snapshot, combine, extra_frame
 
 XPROF_ROOT = ("plugins", "profile")
@@ -131,10 +131,17 @@ def load_snapshot(session: Session, host: Optional[str] = None, stems: Optional[
         snaps, skipped = skipping.read_logs({h: session.directory / f"{h}.darshan" for h in hosts})
         if not snaps:
             read_darshan_log(session.directory / f"{hosts[0]}.darshan")     # raises its error
-    out = combine([_with_series_extra(snap, session.directory / f"{h}.step_files.parquet")
+    out = combine([_with_served(_with_series_extra(snap, session.directory / f"{h}.step_files.parquet"),
+                                session.directory / f"{h}.darshan")
                    for h, snap in snaps.items()])
     out.meta["skipped_logs"] = skipped
     return out
+
+
+def _with_served(snap: Snapshot, log: pathlib.Path) -> Snapshot:
+    """What serving staged copies did, from beside the log (capture/served.py)."""
+    m = served.read_beside(log)
+    return dataclasses.replace(snap, meta={**snap.meta, "served": m}) if m else snap
 
 
 def _with_series_extra(snap: Snapshot, step_files: pathlib.Path) -> Snapshot:

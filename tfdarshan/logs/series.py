@@ -41,6 +41,11 @@ CUT_COLUMN = "cut_by_window_end"
 # counted): what the process read from storage in the step beyond its calls'
 # bytes: major page faults, and bytes read from block devices (tf/steps.py)
 STORAGE_COLUMNS = ("major_faults", "storage_read_bytes")
+# optional (older series, imported logs and retimed ones lack it): seconds of
+# the step during which a read or metadata call was in flight on any thread,
+# the union of the calls' intervals (native/records_busy.c); never more than
+# the step, however many threads read at once
+IO_WALL_COLUMN = "io_wall"
 FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
 
 

@@ -17,7 +17,8 @@ import pandas as pd
 
 from tfdarshan.capture import _native
 from tfdarshan.logs.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, SETUP_STEP, STEP_COLUMNS,
-                                   STORAGE_COLUMNS, TIME_FIELDS, WINDOW_STEP, step_totals)
+                                   STORAGE_COLUMNS, TIME_FIELDS, WINDOW_STEP, IO_WALL_COLUMN,
+                                   step_totals)
 
 ROW_WIDTH = 2 + len(FIELDS)          # record key, module, then the series' fields
 
@@ -31,10 +32,14 @@ class StepEntries:
     totals[, storage]} built from events; `cut_step` is the step a window's
     end cut short. Events may carry the process's storage reads so far
     (STORAGE_COLUMNS, from tf/steps.storage_reads): each entry then holds
-    what it added ("storage"); a replayed journal carries none."""
+    what it added ("storage"); a replayed journal carries none. With
+    `count_busy`, each entry holds the ticks a read or metadata call was in
+    flight on any thread ("busy", from the collects' busy_ticks)."""
 
-    def __init__(self, start_ticks: int, storage_at: Optional[list] = None):
+    def __init__(self, start_ticks: int, storage_at: Optional[list] = None, count_busy: bool = False):
         self._storage_at = storage_at
+        self._count_busy = count_busy
+        self._pending_busy = 0                   # busy ticks not yet given a step
         self._pending: List[np.ndarray] = []     # rows not yet given a step
         self._pending_start = int(start_ticks)
         self.open: Optional[int] = None          # the step running now
@@ -49,6 +54,11 @@ class StepEntries:
         """A collect's rows (record key, module, field deltas)."""
         if len(rows) and not self.finished:
             self._pending.append(rows)
+
+    def busy(self, ticks: int) -> None:
+        """A collect's ticks with input I/O in flight (native/records_busy.c)."""
+        if not self.finished:
+            self._pending_busy += int(ticks)
 
     def begin(self, step: int, now: int, storage: Optional[list] = None) -> None:
         if self.finished:
@@ -89,6 +99,7 @@ class StepEntries:
             # (a forked child's counts start again from its own zero)
             taken = [max(b - a, 0) for a, b in zip(self._storage_at, storage)]
             self._storage_at = storage
+        busy, self._pending_busy = self._pending_busy, 0
         rows = np.concatenate(self._pending) if self._pending else _no_rows()
         self._pending = []
         self._pending_start = now
@@ -100,10 +111,14 @@ class StepEntries:
             entry["rows"].append(rows)
             if taken is not None and "storage" in entry:
                 entry["storage"] = [a + b for a, b in zip(entry["storage"], taken)]
+            if self._count_busy:
+                entry["busy"] = entry.get("busy", 0) + busy
         else:
             entry = {"step": step, "start": start, "end": now, "rows": [rows]}
             if taken is not None:
                 entry["storage"] = taken
+            if self._count_busy:
+                entry["busy"] = busy
             self.entries.append(entry)
         # the step's totals, once, for tfdarshan.stats()
         totals = entry.get("totals", np.zeros(len(FIELDS), dtype=np.int64))
@@ -158,6 +173,11 @@ def frames(entries: List[dict], ids: np.ndarray, ticks_per_second: float, window
         "end": np.array([e["end"] - window_start_ticks for e in entries], dtype=np.float64) / hz,
         "files": np.bincount(entry, minlength=n).astype(np.int64), **step_totals(fields(per))}, columns=STEP_COLUMNS)
     steps[CUT_COLUMN] = (step_of == cut_step) & (step_of >= 0) if cut_step is not None else np.zeros(n, dtype=bool)
+    if entries and all("busy" in e for e in entries):
+        # the union of the step's calls, never longer than the step (spans are clipped to collects, a
+        # step's ends are read just after them)
+        length = np.array([max(e["end"] - e["start"], 0) for e in entries], dtype=np.float64)
+        steps[IO_WALL_COLUMN] = np.minimum(np.array([e["busy"] for e in entries], dtype=np.float64), length) / hz
     if entries and all("storage" in e for e in entries):     # (a replayed journal's and the flight recorder's have none)
         for i, c in enumerate(STORAGE_COLUMNS):
             steps[c] = np.array([e["storage"][i] for e in entries], dtype=np.int64)

@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import Optional, Tuple
 
-from tfdarshan.capture import _native, live, ranks
+from tfdarshan.capture import _native, live, ranks, served
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import darshan_format, jobdir, joblog, live_series, series
@@ -41,8 +41,11 @@ AUTOSTART_DIR = pathlib.Path(__file__).parent.parent / "_autostart"
 
 class WholeRun:
     def __init__(self, logdir, *, steps: Optional[Tuple[int, int]] = None, trace: bool = False,
-                 children: bool = False, run_dir: Optional[str] = None, flight: Optional[dict] = None):
+                 children: bool = False, run_dir: Optional[str] = None, flight: Optional[dict] = None,
+                 staged: Optional[str] = None):
         self.logdir = pathlib.Path(logdir).resolve()
+        # serve staged copies ("all" this node holds, or a manifest's); children inherit it
+        self.staged = staged
         self.steps = steps
         self.trace = trace
         self.children = children
@@ -70,7 +73,14 @@ class WholeRun:
 
     # ---------------------------------------------------------------- start
     def start(self) -> None:
-        RECORDER.attach(trace=self.trace)
+        if self.staged:
+            os.environ[served.ENV] = self.staged
+        RECORDER.attach(trace=self.trace, staged=self.staged)
+        self.staged = RECORDER.settings.staged if RECORDER.settings else self.staged
+        if self.staged and not _native.staged_loaded() and os.getpid() == self.pid:
+            print(f"tfdarshan: {served.describe(self.staged)}: this node ({served.node()}) holds none of "
+                  f"them (`tfdarshan stage` records what it copies); the program reads its sources",
+                  file=sys.stderr)
         try:
             # what the logs are written with, loaded now: a process told to end
             # by its launcher has about a second before SIGKILL
@@ -166,6 +176,8 @@ class WholeRun:
 
     def _finish(self) -> None:
         try:
+            if self.staged and os.getpid() == self.pid and not os.environ.get("TFDARSHAN_CHILD"):
+                self._say_if_none_served()
             if self.flight_recorder is not None and os.getpid() == self.pid:
                 self.flight_recorder.stop()
             if os.getpid() != self.pid:
@@ -177,6 +189,18 @@ class WholeRun:
         except Exception as e:   # noqa: BLE001 - exit paths must not raise
             # the live log stays: `tfdarshan joblog` / `analyze` turn it into a partial log
             print(f"tfdarshan: could not write the run's logs: {e}", file=sys.stderr)
+
+    def _say_if_none_served(self) -> None:
+        """A run asked to serve staged copies that served none says so (its
+        exit status stays the program's)."""
+        if not _native.staged_loaded():
+            return          # said at the start
+        s = served.summary(served.process_meta())
+        if s["opens"] or s["stats"]:
+            return
+        why = "; ".join(f"{n} {reason}" for reason, n in s["not_served"].items())
+        print(f"tfdarshan: {served.describe(self.staged)}: served none of the {_native.staged_loaded()} copies "
+              f"this node holds ({why or 'the program opened none of their sources'})", file=sys.stderr)
 
     def _end_live(self) -> None:
         """The run's log is written (or was never to be): the live files go."""
@@ -216,9 +240,10 @@ class WholeRun:
         os.environ["TFDARSHAN_CHILD"] = "1"
         snap = RECORDER.snapshot()
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        log = self.run_dir / f"{session_mod.output_stem(self.run_dir)}.darshan"
         with _native.suppressed():
-            write_darshan_log(snap, self.run_dir / f"{session_mod.output_stem(self.run_dir)}.darshan",
-                              metadata={"source": "child", "parent_pid": str(self.pid)})
+            served.write_beside(snap.meta.get("served"), log)
+            write_darshan_log(snap, log, metadata={"source": "child", "parent_pid": str(self.pid)})
 
 
 _finishing = False

@@ -6,6 +6,7 @@ profile, else plugins/tfdarshan/<run>/: see logs/logdir.py):
     <host>.steps.parquet        per-step totals
     <host>.step_files.parquet   per step and file
     <host>.xplane.pb            I/O lines merged in (when XProf wrote one)
+    <host>.served.json          files served from staged copies (capture/served.py)
 
 With several processes in one run directory (workers, children) each uses
 <host>_<pid>."""
@@ -23,7 +24,7 @@ from typing import Dict, Optional
 
 import pandas as pd
 
-from tfdarshan.capture import _native, config, live, mounts as M, ranks
+from tfdarshan.capture import _native, config, live, mounts as M, ranks, served
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import TfdarshanError
@@ -183,9 +184,19 @@ class ProfileSession:
         if rank:
             meta.update(rank=str(rank.rank), world_size=str(rank.size), job=rank.job, launcher=rank.launcher)
         meta.update(metadata or {})
+        if snap.meta.get("served"):
+            s = served.summary(snap.meta["served"])
+            meta.update(served_from=s["served_from"] or "", served_opens=str(s["opens"]),
+                        served_bytes=str(s["bytes"]))
         with _native.suppressed():
             mts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []] or M.current()
             files = series.with_paths(self.step_files, snap, mts)
+            # a file served from its staged copy throughout was read on the copy's mount
+            copies = served.frame(snap.meta.get("served"))
+            copies = copies[copies["throughout"]]
+            if len(copies):
+                on_copy = files["path"].map(dict(zip(copies["path"], copies["served_from"])))
+                files["mount"] = on_copy.where(on_copy.notna(), files["mount"]).astype(object)
             if snap.meta.get("coverage"):
                 out["coverage"] = run_dir / f"{stem}.coverage.json"
                 out["coverage"].write_text(json.dumps(snap.meta["coverage"]))
@@ -198,6 +209,9 @@ class ProfileSession:
                     out["xplane"] = xp
                 except Exception as e:   # the profile itself must survive our failure
                     log.warning("tfdarshan: could not add I/O to %s: %s", xp, e)
+            served_path = served.write_beside(snap.meta.get("served"), run_dir / f"{stem}.darshan")
+            if served_path:
+                out["served"] = served_path
             # the log last: whoever waits for a session's .darshan finds the rest written.
             # One process's log: its records are rank 0 of nprocs 1 (Darshan's
             # tools abort on a rank past nprocs); its rank in the job is in the metadata
@@ -231,7 +245,7 @@ def start_live_log(run_dir: pathlib.Path, source: str):
     return live.start(run_dir / f"{output_stem(run_dir)}{live.SUFFIX}", identity)
 
 
-OUTPUT_SUFFIXES = (".darshan", ".steps.parquet", ".step_files.parquet", ".coverage.json")
+OUTPUT_SUFFIXES = (".darshan", ".steps.parquet", ".step_files.parquet", ".coverage.json", served.SIDE_SUFFIX)
 
 
 def write_or_fall_back(session: "ProfileSession", run_dir: pathlib.Path, *, job: Optional[str] = None,

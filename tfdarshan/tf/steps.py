@@ -23,8 +23,8 @@ from typing import List, Optional
 import numpy as np
 
 from tfdarshan.capture import _native
-from tfdarshan.logs.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, SETUP_STEP,  # noqa: F401
-                                   STEP_COLUMNS, TIME_FIELDS, WINDOW_STEP)
+from tfdarshan.logs.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, IO_WALL_COLUMN,  # noqa: F401
+                                   SETUP_STEP, STEP_COLUMNS, TIME_FIELDS, WINDOW_STEP, step_totals)
 from tfdarshan.logs.step_entries import StepEntries, frames  # noqa: F401 (frames: the flight recorder's too)
 
 R = _native.ROW_INDEX
@@ -68,7 +68,7 @@ class StepSeries:
         self._clock = recorder._clock or _native.clock()
         # the window opened just before: the set-up (or a window without
         # steps) starts here, not at the first collect, which may come late
-        self._book = StepEntries(_native.now_ticks(), storage_reads())
+        self._book = StepEntries(_native.now_ticks(), storage_reads(), count_busy=True)
         self.source = source
         self.journal = journal
         recorder.add_listener(self._on_interval)
@@ -85,6 +85,11 @@ class StepSeries:
 
     # -------------------------------------------------------- recorder side
     def _on_interval(self, interval) -> None:
+        busy = int(getattr(interval, "busy_ticks", 0))
+        if busy:
+            self._book.busy(busy)
+            if self.journal is not None:
+                self.journal.busy(busy)
         if len(interval.index) == 0:
             return
         rows = step_rows(interval.index, interval.before, interval.after)

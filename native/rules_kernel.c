@@ -1,5 +1,5 @@
 /* I/O that Darshan's wrappers never see, counted in our own fields
- * (KERNEL_IO_FIELDS in records.h), never in Darshan's counters or in the
+ * (KERNEL_IO_FIELDS in fields.h), never in Darshan's counters or in the
  * per-file state Darshan's rules read (offsets, last byte, last I/O type):
  *
  *  - kernel-side copies (copy_file_range, sendfile, splice): the bytes each
@@ -16,29 +16,25 @@
  * neighbours (fault-around, 64 KiB; a whole large folio on file systems
  * that use them), so sparse access is overcounted, and a page reclaimed and
  * dropped from the page tables between two samples is missed. */
-#include "records.h"
+#include "rules_kernel.h"
 
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fdmap.h"
+#include "names.h"
+#include "paths.h"
+#include "threads.h"
 
 int tfd_kernel_io = 1;
 int tfd_mapped_count;           /* mappings followed: munmap's fast path reads it */
 
-/* -------------------------------------------------------------- updates */
-
-/* begin() for what the shim samples on behalf of the whole process (the
- * collector, an munmap): not the calling thread's own I/O, so its
- * suppression does not apply */
-static int begin_sampled(update *u, tfd_rec *r)
-{
-    tfd_thread *t = self;
-    if (!t && !(t = thread_self()))
-        return 0;
-    int suppressed = t->suppressed;
-    t->suppressed = 0;
-    int ok = begin(u, r);
-    t->suppressed = suppressed;
-    return ok;
-}
+/* -------------------------------------------------------------- copies */
 
 void tfd_kernel_copy(int fd_in, int fd_out, int64_t bytes, int mechanism, uint64_t t1, uint64_t t2)
 {
@@ -317,9 +313,10 @@ void tfd_mapped_sample_all(void)
 
 /* At attach: mappings of recorded files made while we were not looking
  * (np.memmap before a profiling window opened) are followed from now on. */
-void tfd_mapped_sync(void)
+void tfd_mapped_start(int kernel_io)
 {
-    if (!tfd_kernel_io)
+    RELAXED_STORE(tfd_kernel_io, kernel_io != 0);
+    if (!kernel_io)
         return;
     FILE *f = fopen("/proc/self/maps", "re");
     if (!f)

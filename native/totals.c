@@ -1,6 +1,8 @@
 /* Folding a collect's dirty shards into their records' totals, which only
  * the collector keeps, and reporting the totals of the records touched. */
-#include "records.h"
+#include "totals.h"
+
+#include <sched.h>
 
 typedef struct shard_copy {
     int64_t sum[S_N];
@@ -28,10 +30,10 @@ static int32_t copy_values(const values *v, int64_t *val, int64_t *cnt)
 static void copy_shard(tfd_shard *s, int64_t closed, shard_copy *c)
 {
     for (long tries = 0;; tries++) {
-        uint32_t a = __atomic_load_n(&s->owner->seq, __ATOMIC_ACQUIRE);
+        shard_read rd;
         /* a writer never blocks inside an update; one that never finishes
          * was killed, and its last partial update is taken as it is */
-        if ((a & 1) && tries < 1000000) {
+        if (!shard_read_begin(s, &rd) && tries < 1000000) {
             sched_yield();
             continue;
         }
@@ -42,8 +44,7 @@ static void copy_shard(tfd_shard *s, int64_t closed, shard_copy *c)
             memcpy(c->iext, s->iext[k].v, sizeof(c->iext));
         c->n_access = copy_values(&s->access, c->access_val, c->access_cnt);
         c->n_stride = copy_values(&s->stride, c->stride_val, c->stride_cnt);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&s->owner->seq, __ATOMIC_RELAXED) == a || tries >= 1000000)
+        if (shard_read_done(s, &rd) || tries >= 1000000)
             return;
     }
 }
@@ -291,9 +292,7 @@ static int emit_record(tfd_rec *r, growbuf *rows, growbuf *vals)
     return 0;
 }
 
-/* Take every thread's dirty list of the closed interval, fold the shards
- * and report the touched records' rows and values. */
-int fold_dirty_shards(int64_t closed, growbuf *rows, growbuf *vals, int64_t *n_shards)
+int totals_fold(int64_t closed, growbuf *rows, growbuf *vals, int64_t *n_shards)
 {
     int k = (int)(closed & 1), rc = 0;
     tfd_rec *touched = NULL;
@@ -301,8 +300,8 @@ int fold_dirty_shards(int64_t closed, growbuf *rows, growbuf *vals, int64_t *n_s
      * be pushed again two intervals later and the list would loop */
     static shard_list dirty_shards;     /* its buffer is kept between collects */
     dirty_shards.n = 0;
-    for (tfd_thread *t = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); t; t = t->next)
-        if (take_dirty(&dirty_shards, __atomic_exchange_n(&t->dirty[k], NULL, __ATOMIC_ACQ_REL), k))
+    for (tfd_thread *t = threads_first(); t; t = t->next)
+        if (take_dirty(&dirty_shards, threads_take_dirty(t, k), k))
             rc = -1;
     if (rc == 0)
         rc = fold_shards(&dirty_shards, closed, &touched);
@@ -311,3 +310,4 @@ int fold_dirty_shards(int64_t closed, growbuf *rows, growbuf *vals, int64_t *n_s
         rc = emit_record(r, rows, vals);
     return rc;
 }
+

@@ -1,9 +1,13 @@
 /* Darshan's STDIO counter rules, one function per event. */
-#include "records.h"
+#include "rules_stdio.h"
 
-/* ------------------------------------------------------------ STDIO events */
+#include <fcntl.h>
 
-void stdio_open_record(tfd_rec *r, FILE *stream, int reset, int fdopen_counter,
+#include "fdmap.h"
+#include "names.h"
+#include "rules.h"
+
+static void stdio_open_record(tfd_rec *r, FILE *stream, int reset, int fdopen_counter,
                               uint64_t t1, uint64_t t2)
 {
     update u;
@@ -23,22 +27,33 @@ void stdio_open_record(tfd_rec *r, FILE *stream, int reset, int fdopen_counter,
     stdio_map(stream, r);
 }
 
+void tfd_stdio_open_std_streams(void)
+{
+    FILE *std[3] = {stdin, stdout, stderr};
+    const char *names[3] = {"<STDIN>", "<STDOUT>", "<STDERR>"};
+    for (int i = 0; i < 3; i++) {
+        tfd_rec *r = record_for_clean(names[i], TFD_MODULE_STDIO);
+        if (r && std[i])
+            stdio_open_record(r, std[i], 1, 0, 0, 0);
+    }
+}
+
 void tfd_stdio_open(FILE *stream, const char *path, uint64_t t1, uint64_t t2)
+{
+    if (stream)
+        tfd_stdio_open_rec(stream, resolve_path(AT_FDCWD, path, TFD_MODULE_STDIO), t1, t2);
+}
+
+void tfd_stdio_open_rec(FILE *stream, tfd_rec *r, uint64_t t1, uint64_t t2)
 {
     if (!stream)
         return;
-    tfd_rec *r = resolve_path(AT_FDCWD, path, TFD_MODULE_STDIO);
-    if (r == EXCLUDED) {
+    if (r == EXCLUDED)
         stdio_map(stream, EXCLUDED);
-        return;
-    }
-    if (!r) {
-        stream_slot *s = stdio_slot(stream_fd(stream), 0);
-        if (s)
-            __atomic_store_n(&s->stream, NULL, __ATOMIC_RELEASE);
-        return;
-    }
-    stdio_open_record(r, stream, 1, 0, t1, t2);
+    else if (!r)
+        stdio_unmap(stream);
+    else
+        stdio_open_record(r, stream, 1, 0, t1, t2);
 }
 
 void tfd_stdio_fdopen(FILE *stream, int fd, uint64_t t1, uint64_t t2)
@@ -70,7 +85,7 @@ void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2)
     ext_max(&u, E_MAX_BYTE_READ, off + bytes - 1);
     u.s->sum[S_BYTES_READ] += bytes;
     u.s->sum[S_READS]++;
-    heat_add(u.t, 2, bytes, t1, t2);
+    heat_add(&u.t->heat_now, &u.t->heat, 2, bytes, t1, t2);
     u.t->tot_bytes_read += bytes;
     u.t->tot_reads++;
     u.t->tot_ticks += (int64_t)(t2 - t1);
@@ -95,7 +110,7 @@ void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uin
     ext_max(&u, E_MAX_BYTE_WRITTEN, off + bytes - 1);
     u.s->sum[S_BYTES_WRITTEN] += bytes;
     u.s->sum[is_flush ? S_FLUSHES : S_WRITES]++;
-    heat_add(u.t, 3, bytes, t1, t2);
+    heat_add(&u.t->heat_now, &u.t->heat, 3, bytes, t1, t2);
     u.t->tot_bytes_written += bytes;
     u.t->tot_writes += !is_flush;
     u.t->tot_ticks += (int64_t)(t2 - t1);
@@ -107,14 +122,7 @@ void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uin
 
 void tfd_stdio_seek(FILE *stream, int64_t newoff, uint64_t t1, uint64_t t2)
 {
-    tfd_rec *r = stdio_rec(stream);
-    update u;
-    if (!r || !begin(&u, r))
-        return;
-    RELAXED_STORE(r->offset, newoff);
-    timer_no_overlap(&u, S_T_META, (int64_t)t1, (int64_t)t2, &r->last_meta_end);
-    u.s->sum[S_SEEKS]++;
-    end(&u);
+    rule_seek(stdio_rec(stream), newoff, t1, t2);
 }
 
 /* As for close: forget the stream and its descriptor before the real
@@ -123,9 +131,7 @@ void *tfd_stdio_close_begin(FILE *stream)
 {
     int fd = stream ? stream_fd(stream) : -1;
     tfd_rec *r = stdio_rec(stream);
-    stream_slot *s = stdio_slot(fd, 0);
-    if (s)
-        __atomic_store_n(&s->stream, NULL, __ATOMIC_RELEASE);
+    stdio_unmap_fd(fd);
     /* fclose closes the descriptor inside libc: forget any POSIX mapping */
     tfd_rec **ps = posix_slot(fd, 0);
     if (ps)
@@ -135,12 +141,5 @@ void *tfd_stdio_close_begin(FILE *stream)
 
 void tfd_stdio_close_end(void *token, uint64_t t1, uint64_t t2)
 {
-    tfd_rec *r = token;
-    update u;
-    if (!r || !begin(&u, r))
-        return;
-    ext_first(&u, E_CLOSE_START, (int64_t)t1);
-    ext_last(&u, E_CLOSE_END, (int64_t)t2);
-    timer_no_overlap(&u, S_T_META, (int64_t)t1, (int64_t)t2, &r->last_meta_end);
-    end(&u);
+    rule_close(token, 0, t1, t2);
 }
