@@ -72,11 +72,19 @@ SCENARIOS = [
 ]
 
 
+def _test_file(name: str) -> str:
+    """A test file named by its base name, in whichever folder of tests/ it is."""
+    found = sorted(ROOT.glob(f"tests/**/{name}"))
+    if len(found) != 1:
+        raise SystemExit(f"reliability.py: expected one tests/**/{name}, found {len(found)}")
+    return str(found[0].relative_to(ROOT))
+
+
 def run_tests(files, extra) -> ET.Element:
     with tempfile.TemporaryDirectory() as tmp:
         report = pathlib.Path(tmp) / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-               *[f"tests/{f}" for f in files], *extra]
+               *[_test_file(f) for f in files], *extra]
         # the fuzzed session files at ten times the examples `make test` tries
         subprocess.run(cmd, cwd=ROOT, env={**os.environ,
                                            "TFDARSHAN_FUZZ_SCALE": os.environ.get("TFDARSHAN_FUZZ_SCALE", "10")})
