@@ -19,7 +19,7 @@ CHART_VER := 4.1.1
 CHART_SHA := sha512-o8GrFeusncwBIxbBynRJpY4pkgVB6caM+JLpwrLYbbsO7dZ8FJ+SVN2Fr+L7kiG/Z6w4P5O0Jus/Qr5EefHVeg==
 CHART_JS  := tb_plugin/static/vendor/plotly-cartesian.min.js
 
-.PHONY: demo test bench install browser system-deps case-studies clean charts
+.PHONY: demo test docs bench install browser system-deps case-studies clean charts
 
 install: $(STAMP) charts
 
@@ -62,6 +62,11 @@ browser: system-deps
 test: $(STAMP) system-deps charts
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
+# the documentation site (mkdocs.yml; docs/hooks.py makes the CLI reference from
+# the parsers): strict, so a broken link or a missing page fails the build
+docs: $(STAMP)
+	$(BIN)/python -m mkdocs build --strict --site-dir site
+
 case-studies: $(STAMP) system-deps
 	$(BIN)/python -m case_studies --scale small
 
@@ -88,4 +93,4 @@ bench: $(STAMP) browser charts
 	$(BIN)/python benchmarks/bench_slow_tier.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info tfdarshan/_native_shim*.so demo_logs $(dir $(CHART_JS))
+	rm -rf $(VENV) build site *.egg-info tfdarshan/_native_shim*.so demo_logs $(dir $(CHART_JS))

@@ -11,7 +11,7 @@ with the load average (the CPU time is what a busy machine does not change). Bud
 
 Then, on --check-ranks ranks, the job log is compared counter by counter
 with the job log as it was written before it streamed (every rank log read
-whole, reduced file by file: tests/reduction_oracle.py), for
+whole, reduced file by file: tests/oracles/reduction_oracle.py), for
 bench_analyze's logs and for a variant in which every rank also reads 200
 files in common (their bytes, read time and access sizes varying by rank),
 so the shared-file reduction is checked at scale too; both are timed.
@@ -34,7 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import Pool
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "helpers"), str(ROOT / "tests" / "oracles")]
 BUDGET_SECONDS, BUDGET_RSS = 60.0, 2 << 30
 COMMON = 200            # files every rank of the checked shared variant reads (the oracle takes ~0.5 s a file)
 

@@ -4,7 +4,7 @@
 
 Each round writes the log with our writer (log_stream: a stream per 8,192
 records, built and deflated on every core) and with libdarshan-util's
-(tests/libdarshan_util_writer.py, what tfdarshan used before: one thread,
+(tests/oracles/libdarshan_util_writer.py, what tfdarshan used before: one thread,
 zlib level 6), in alternating order, then reads ours back. Prints the
 median, its 95 % interval and the range of wall and CPU time of each, and
 the log's size. Budgets: write <= 0.3 s (issue 31), read <= 0.5 s."""
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=7)
     args = ap.parse_args(argv)
     import statistics
-    sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "tests"))
+    sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "tests" / "oracles"))
     from intervals import median_interval
     from libdarshan_util_writer import write_with_libdarshan_util
     from tfdarshan.logs.darshan_log import read_darshan_log, write_darshan_log

@@ -10,7 +10,7 @@ estimate is from the bytes touched when reads are scattered.
    last sample). No budget: the cost is per page not yet counted.
 2. 100 random 4 KiB pages touched in a 64 MiB file in each of --dirs,
    cached and then cold: the estimate against the 400 KiB touched (the
-   kernel maps cached neighbours at each fault). See README, "Seen beyond
+   kernel maps cached neighbours at each fault). See docs/limits.md, "Seen beyond
    Darshan"."""
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ twice, once latency-bound (5 ms a lookup or open, 10 ms a read request) and
 once bandwidth-bound (40 MiB/s), probes each N times and prints, for every
 figure, the probed value over the configured one as a median with its
 range, and the probes' spread (highest minus lowest over the median). The
-tests assert only the bounds sleeping guarantees (tests/test_slow_tier.py);
+tests assert only the bounds sleeping guarantees (tests/case_studies/test_slow_tier.py);
 this is where the accuracy is measured, on a quiet machine."""
 from __future__ import annotations
 

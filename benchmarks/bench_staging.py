@@ -8,7 +8,7 @@ profile, asks the advisor what to stage to /dev/shm within a third of their
 bytes, stages that, evicts the sources and reads again through the staged
 paths; it prints the achieved saving of the staged files' input time over
 the predicted one, as a median with its range over the rounds.
-tests/test_advisor.py runs one round and asserts its mechanics (what was
+tests/advice/test_advisor.py runs one round and asserts its mechanics (what was
 chosen, staged and read), not this ratio, which the machine's load moves."""
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 HERE = pathlib.Path(__file__).parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "helpers"))
 
 
 def build_logdir(root: pathlib.Path, n_files: int, n_steps: int) -> pathlib.Path:

@@ -1,6 +1,6 @@
 """The I/O tab on a 1,024-rank session, once `tfdarshan analyze` has written
 the session's tables. The session is 4 real ranks under `tfdarshan run`,
-scaled to --ranks with the project's own log writer (tests/rank_session.py,
+scaled to --ranks with the project's own log writer (tests/helpers/rank_session.py,
 as the tests' 64-rank session is).
 
     python benchmarks/bench_tab_ranks.py [--ranks 1024] [--runs 5]
@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE))
 
 def build_session(root: pathlib.Path, ranks: int):
     """(log directory, session directory) of one session of `ranks` rank logs, 4 of them real."""
-    import tab_loads  # noqa: F401  (tests/ on the path)
+    import tab_loads  # noqa: F401  (tests/helpers/ on the path)
     from rank_session import PIPELINE, pipeline_inputs, real_session, scale, scaled_host
     (root / "real").mkdir(parents=True)
     real = real_session(root / "real", PIPELINE, pipeline_inputs(root / "data", 4), 4)

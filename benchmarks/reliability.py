@@ -1,12 +1,12 @@
 """The reliability table: what the hardening tests tried, and what happened.
 
-    python benchmarks/reliability.py [--update-readme]
+    python benchmarks/reliability.py [--update-docs]
 
 Runs the hardening tests with pytest (the same tests `make test` runs),
 reads pytest's JUnit report, and prints one Markdown row per scenario with
 its scale, the cases run, passed, failed and skipped, and the time taken.
-With --update-readme the table replaces the one in README.md between the
-reliability markers."""
+With --update-docs the table replaces the one in docs/reliability.md between
+the reliability markers."""
 from __future__ import annotations
 
 import argparse
@@ -72,11 +72,19 @@ SCENARIOS = [
 ]
 
 
+def _test_file(name: str) -> str:
+    """A test file named by its base name, in whichever folder of tests/ it is."""
+    found = sorted(ROOT.glob(f"tests/**/{name}"))
+    if len(found) != 1:
+        raise SystemExit(f"reliability.py: expected one tests/**/{name}, found {len(found)}")
+    return str(found[0].relative_to(ROOT))
+
+
 def run_tests(files, extra) -> ET.Element:
     with tempfile.TemporaryDirectory() as tmp:
         report = pathlib.Path(tmp) / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-               *[f"tests/{f}" for f in files], *extra]
+               *[_test_file(f) for f in files], *extra]
         # the fuzzed session files at ten times the examples `make test` tries
         subprocess.run(cmd, cwd=ROOT, env={**os.environ,
                                            "TFDARSHAN_FUZZ_SCALE": os.environ.get("TFDARSHAN_FUZZ_SCALE", "10")})
@@ -110,21 +118,22 @@ def table(results) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--update-readme", action="store_true", help="replace the table in README.md")
+    ap.add_argument("--update-docs", "--update-readme", action="store_true",
+                    help="replace the table in docs/reliability.md")
     args, extra = ap.parse_known_args(argv)
     files = sorted({p[0].split("::")[0] for _, _, p in [(a, w, [x]) for a, w, ps in SCENARIOS for x in ps]})
     results = list(cases(run_tests(files, extra)))
     text = table(results)
     print(text)
-    if args.update_readme:
-        readme = ROOT / "README.md"
-        body = readme.read_text()
+    if args.update_docs:
+        page = ROOT / "docs" / "reliability.md"
+        body = page.read_text()
         if START not in body or END not in body:
-            print("README.md has no reliability markers", file=sys.stderr)
+            print(f"{page.relative_to(ROOT)} has no reliability markers", file=sys.stderr)
             return 2
         body = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: f"{START}\n{text}\n{END}", body,
                       flags=re.S)
-        readme.write_text(body)
+        page.write_text(body)
     return 1 if any(outcome == "failed" for _, outcome, _ in results) else 0
 
 

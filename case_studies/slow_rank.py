@@ -5,7 +5,7 @@ slow FUSE tier (case_studies/slowfs.c: 4 ms per metadata call, 3 ms per
 read), the others' on the local disk. Every rank runs under `tfdarshan
 run` into one session. The pipeline reads its files through
 tfdarshan.staged_paths(), so a re-run after `tfdarshan stage` reads the
-copies. Shared by tests/test_slow_rank_advice.py and
+copies. Shared by tests/advice/test_slow_rank_advice.py and
 benchmarks/bench_advice.py; needs root, /dev/fuse, Open MPI and mpi4py."""
 from __future__ import annotations
 

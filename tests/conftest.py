@@ -8,7 +8,12 @@ import tempfile
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+# the shared helpers (helpers/) and the regression oracles (oracles/) import by
+# their module names from a test in any folder, and from the benchmarks that load this file
+_TESTS = pathlib.Path(__file__).resolve().parent
+sys.path[:0] = [str(_TESTS / "helpers"), str(_TESTS / "oracles")]
+
+from places import NATIVE  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # probes the tests make go to a store of their own, never the user's ~/.config
@@ -76,27 +81,13 @@ def attached():
         tfdarshan.detach()
 
 
-def row(frame, path):
-    """The one row of a snapshot frame for a path, as a dict."""
-    sel = frame[frame["path"] == str(path)]
-    assert len(sel) == 1, f"expected one row for {path}, found {len(sel)} in {list(frame['path'])}"
-    return sel.iloc[0].to_dict()
-
-
-def assert_counters(actual: dict, expected: dict, keys=None):
-    keys = keys or expected.keys()
-    diffs = {k: (actual.get(k, 0), expected.get(k, 0)) for k in keys
-             if actual.get(k, 0) != expected.get(k, 0)}
-    assert not diffs, f"counter mismatches (actual, expected): {diffs}"
-
-
 @pytest.fixture(scope="session")
 def iostress(tmp_path_factory):
     """tests/native/iostress.c built into a shared library, loaded with ctypes."""
     import ctypes
     import subprocess
     out = tmp_path_factory.mktemp("native") / "libiostress.so"
-    src = pathlib.Path(__file__).parent / "native" / "iostress.c"
+    src = NATIVE / "iostress.c"
     subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-pthread", str(src), "-o", str(out)], check=True)
     lib = ctypes.CDLL(str(out))
     lib.run_preads.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_long,

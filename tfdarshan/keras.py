@@ -1,4 +1,4 @@
-"""`tfdarshan.keras.IOProfileCallback`, where the README shows it (the
+"""`tfdarshan.keras.IOProfileCallback`, where the docs show it (the
 callback lives in tfdarshan.tf.keras)."""
 from tfdarshan.tf.keras import IOProfileCallback
 

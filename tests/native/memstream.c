@@ -1,5 +1,5 @@
 /* Reads and writes of memory streams (fmemopen, open_memstream) for
- * tests/test_semantics.py, called through this library's GOT, which the
+ * tests/capture/test_semantics.py, called through this library's GOT, which the
  * shim patches. Each returns errno right after one call (set to 0 before),
  * or a negative number if the call itself did not do what it should. */
 #define _GNU_SOURCE

@@ -1,4 +1,4 @@
-/* An interpreter of single libc I/O calls for tests/test_semantics.py.
+/* An interpreter of single libc I/O calls for tests/capture/test_semantics.py.
  *
  * Every call is made from this library, so it goes through this library's
  * GOT, which the shim patches. sem_op() performs exactly one hooked call,

@@ -1,4 +1,4 @@
-/* Calls a C program makes on a path, for tests/test_staged.py: each goes
+/* Calls a C program makes on a path, for tests/advice/test_staged.py: each goes
  * through this library's GOT (which the shim patches), as TensorFlow's C++
  * file system's do. Each read_* returns the first byte read through one
  * libc entry point, or -errno. */

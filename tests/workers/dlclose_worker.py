@@ -1,4 +1,4 @@
-"""Scenarios for tests/test_dlclose.py, each run in a process of its own so
+"""Scenarios for tests/capture/test_dlclose.py, each run in a process of its own so
 that a crash is a failed test rather than a dead test run.
 
     python dlclose_worker.py SCENARIO LIBDIR DATADIR

@@ -1,4 +1,4 @@
-"""One rank of tests/test_staged_mpi.py's job, the same script before and
+"""One rank of tests/advice/test_staged_mpi.py's job, the same script before and
 after staging: five synchronous steps, each reading the rank's two files
 (rank 3's sit on the slow tier), then a barrier."""
 import os

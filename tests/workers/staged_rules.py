@@ -1,4 +1,4 @@
-"""A program run under `tfdarshan run --staged` by tests/test_staged.py:
+"""A program run under `tfdarshan run --staged` by tests/advice/test_staged.py:
 it reads files as any program would, knowing nothing of staged copies, and
 writes what it saw (the first byte of each read: C for a copy, S for a
 source) as JSON. Each key is one of the test's files; argv: the test's

@@ -250,7 +250,7 @@ def write_darshan_log(snap: Snapshot, path, *, exe: Optional[str] = None, jobid:
 
     Written by log_stream (each region a run of zlib streams, built and
     deflated on every core), byte for byte what libdarshan-util's writer
-    would store once inflated (tests/libdarshan_util_writer.py)."""
+    would store once inflated (tests/oracles/libdarshan_util_writer.py)."""
     path = pathlib.Path(path)
     check_destination(path, snap, rank, nprocs)
     rec = job_record(snap.meta, snap.start, max(snap.end, snap.start), exe=exe, jobid=jobid, mounts=mounts,

@@ -8,8 +8,8 @@ on).
 Why not libdarshan-util's writer: it deflates on one thread at zlib level 6
 (about 100-150 MB/s here). A job log of 1,024 ranks x 10,000 files holds
 7.2 GB of records, so the library alone would take 50-75 s of the 60 s
-budget (README, "How the job log is written"); a process's log of 100,000
-files spent 0.5 s of its 0.74 s there. tests/libdarshan_util_writer.py keeps
+budget (docs/guide/mpi-slurm.md, "How the job log is written"); a process's log of 100,000
+files spent 0.5 s of its 0.74 s there. tests/oracles/libdarshan_util_writer.py keeps
 the library's writer as the tests' oracle."""
 from __future__ import annotations
 
