@@ -13,7 +13,7 @@ import pandas as pd
 
 from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
-from tfdarshan.logs import input_wait
+from tfdarshan.measures import input_wait
 from tfdarshan_tb import views
 from tfdarshan_tb.rank_data import RankSessionData
 

@@ -18,7 +18,7 @@ from tfdarshan.capture import coverage, kernel_io as K, mounts as M, served as S
 from tfdarshan.advice import file_table as report
 from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.compare import served_label
-from tfdarshan.logs import input_wait
+from tfdarshan.measures import input_wait
 from tfdarshan.logs.series import AFTER_STEPS, CUT_COLUMN, SETUP_STEP
 
 # entries of a step series that are not steps, left out of the per-step charts

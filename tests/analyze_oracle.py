@@ -14,7 +14,7 @@ import pandas as pd
 
 from tfdarshan.analysis import tables
 from tfdarshan.analysis.tables import FILE_ROWS, MOUNT_ROWS, RANK_ROWS, STEP_ROWS, _coverage, _steps, empty
-from tfdarshan.logs import input_wait
+from tfdarshan.measures import input_wait
 from tfdarshan.logs.series import SETUP_STEP
 
 

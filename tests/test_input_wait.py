@@ -1,4 +1,4 @@
-"""One definition of input wait (logs/input_wait.py): the tab's verdict and
+"""One definition of input wait (measures/input_wait.py): the tab's verdict and
 cards (one rank's view and the job's), the ranks chart, `analyze`'s ranks
 table, the straggler finding and `recommend`'s text give the same share for
 the same session, and it is the one computed here: per rank and step, read

@@ -231,7 +231,7 @@ class Advice:
     plans: Optional[Dict] = None            # a multi-rank session's plans (critical_path.py)
     # job-time predictions (job_time.py): {"model": ..., "savings": {"chosen" or a rule's name: seconds}}
     job: Optional[Dict] = None
-    input_wait: Optional[Dict] = None       # the job's input wait (logs/input_wait.py): share, ranks, bound
+    input_wait: Optional[Dict] = None       # the job's input wait (measures/input_wait.py): share, ranks, bound
 
     def saving(self, idx) -> float:
         return float(self.costs["saving"].to_numpy()[idx].sum()) if len(idx) else 0.0

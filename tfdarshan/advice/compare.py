@@ -14,7 +14,7 @@ import pandas as pd
 from tfdarshan.advice import job_time
 from tfdarshan.capture import served as SV
 from tfdarshan.capture.snapshot import Snapshot
-from tfdarshan.logs import input_wait
+from tfdarshan.measures import input_wait
 
 
 def compare_runs(before: Snapshot, after: Snapshot, mapping: Dict[str, str],

@@ -1,7 +1,7 @@
 """What staging saves the job in wall time, and what the figure rests on.
 
 From the step series of every process (rank): per (rank, step) its length
-d and its input wait W (logs/input_wait.py: the wall time a read or
+d and its input wait W (measures/input_wait.py: the wall time a read or
 metadata call was in flight, on any thread; a series without that measure
 gives the summed time capped at the step, and the figure says so), and per
 (file, rank, step) what staging the file saves in time inside calls (the
@@ -42,7 +42,7 @@ from typing import Dict, Optional
 import numpy as np
 import pandas as pd
 
-from tfdarshan.logs import input_wait
+from tfdarshan.measures import input_wait
 
 OWN_PACE, LOCKSTEP = "own pace", "lockstep"
 # ranks whose steps end within this share of a step of each other (by the clock; else whose steps last
