@@ -36,7 +36,7 @@ from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.compare import compare_runs  # noqa: F401  (re-exported)
 from tfdarshan.advice.cost_model import file_costs  # noqa: F401  (re-exported)
 from tfdarshan.advice import tfdata_files as TD
-from tfdarshan.advice.file_table import human_time
+from tfdarshan.measures.human import human_time
 from tfdarshan.advice.knapsack import BLOCK, DP_CELLS, knapsack  # noqa: F401  (re-exported)
 from tfdarshan.advice.knapsack import _exact, _fill_in_order, _greedy  # noqa: F401  (re-exported)
 from tfdarshan.capture.snapshot import Snapshot

@@ -244,7 +244,7 @@ def model(costs: pd.DataFrame, steps: pd.DataFrame, step_files: pd.DataFrame, ca
 
 def at_most(m: Dict) -> str:
     """What a prediction from model `m` (JobModel.to_dict) can never exceed, in words."""
-    from tfdarshan.advice.file_table import human_time
+    from tfdarshan.measures.human import human_time
     return f"at most {WAITED[m['mode']]} {human_time(m['slowest_wait'])}, measured as {m['bound']}"
 
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 
 from tfdarshan.advice.advisor import Advice
-from tfdarshan.advice.file_table import human_bytes, human_time
+from tfdarshan.measures.human import human_bytes, human_time
 from tfdarshan.advice.per_node import NodePlans
 
 
