@@ -149,10 +149,10 @@ def render_text(table: pd.DataFrame, limit: int = 20, width: int = 60) -> str:
     if len(table) > limit:
         lines.append(f"... and {len(table) - limit} more files")
     total_read = table["bytes_read"].sum()
-    total_time = table["read_time"].sum()
+    read_seconds = table["read_time"].sum()
     lines.append(f"{len(table)} files, {human_bytes(total_read)} read in {table['reads'].sum()} reads, "
-                 f"{total_time:.3f} s in reads"
-                 + (f" ({bandwidth(total_read, total_time) / 2**20:.0f} MiB/s)" if total_time > 0 else ""))
+                 f"{read_seconds:.3f} s in reads"
+                 + (f" ({bandwidth(total_read, read_seconds) / 2**20:.0f} MiB/s)" if read_seconds > 0 else ""))
     lines.append("mean req and seq count data reads only (not the 0-byte read at a file's end); "
                  "'?' is a figure the log does not hold")
     if (table["copy_bytes_read"] + table["copy_bytes_written"] + table["mmap_bytes"]).sum() > 0:

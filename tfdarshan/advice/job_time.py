@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.measures import input_wait
+from tfdarshan.measures.time_in_calls import input_io_time
 
 OWN_PACE, LOCKSTEP = "own pace", "lockstep"
 # ranks whose steps end within this share of a step of each other (by the clock; else whose steps last
@@ -71,7 +72,7 @@ def step_cells(steps: pd.DataFrame, process: str = "host") -> pd.DataFrame:
     ends = (c[ORIGIN] + c["end"]).to_numpy(np.float64) if ORIGIN in c else np.full(len(c), np.nan)
     return pd.DataFrame({"process": c[process].astype(str).to_numpy(), "step": c["step"].to_numpy(np.int64),
                          "duration": c["duration"].to_numpy(np.float64), "wait": c["wait"].to_numpy(np.float64),
-                         "summed": (c["read_time"] + c["meta_time"]).to_numpy(np.float64), "ends": ends})
+                         "summed": input_io_time(c).to_numpy(np.float64), "ends": ends})
 
 
 def mode_of(cells: pd.DataFrame) -> str:
