@@ -15,8 +15,8 @@ from tfdarshan.advice.per_node import NodePlans
 
 def render_text(a: Advice) -> str:
     lines = [a.summary(), ""]
-    if a.input_wait:
-        lines += [a.input_wait["line"], ""]
+    if a.job_input_wait:
+        lines += [a.job_input_wait["line"], ""]
     if a.plans:
         lines += [a.plans["report"], ""]
     sel = a.selection()
