@@ -19,6 +19,7 @@ from tfdarshan.logs.logdir import Session, partial_logs
 from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.file_table import tiers_of
 from tfdarshan.analysis.tables import COVERAGE
+from tfdarshan.measures.time_in_calls import FILE_TIME, file_time
 from tfdarshan_tb.views import Progress, quiet, coverage_card, display_path, stored_advice, tier_names
 
 RANK_STEM = re.compile(r"(.*)\.rank(\d+)")
@@ -68,7 +69,7 @@ class RankSessionData:
         first = session.directory / f"{named if named in session.hosts else session.hosts[0]}.darshan"
         record = read_job_record(first)
         self.mounts = [M.Mount(p, t) for p, t in record["mounts"]] or M.current()
-        self.files = files.assign(tier=tier_names(tiers_of(files["path"], self.mounts)), total_time=files["io_time"],
+        self.files = files.assign(tier=tier_names(tiers_of(files["path"], self.mounts)), **{FILE_TIME: file_time(files)},
                                   path=files["path"].map(display_path),
                                   how=K.how_of_table(files), kind=TI.kinds(files["path"]))
         self.job_metadata = record["metadata"]

@@ -13,12 +13,13 @@ import pandas as pd
 
 from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
-from tfdarshan.logs import input_wait
+from tfdarshan.measures import input_wait
+from tfdarshan.measures import time_in_calls as T
 from tfdarshan_tb import views
 from tfdarshan_tb.rank_data import RankSessionData
 
-FILE_COLUMNS = ["path", "tier", "kind", "ranks", "bytes_read", "bytes_written", "opens", "total_time",
-                "bytes_min", "bytes_median", "bytes_max", "io_time_max",
+FILE_COLUMNS = ["path", "tier", "kind", "ranks", "bytes_read", "bytes_written", "opens", *T.PARTS, T.FILE_TIME,
+                "bytes_min", "bytes_median", "bytes_max", f"{T.FILE_TIME}_max",
                 # beyond Darshan's counters, summed over ranks (kernel_io.py)
                 "how", "copy_bytes_read", "copy_bytes_written", "mmap_bytes"]
 # a heatmap larger than this is drawn with steps binned (the browser draws every cell)
@@ -32,24 +33,22 @@ def _clean_list(values) -> list:
 
 def _real_steps(d: RankSessionData) -> pd.DataFrame:
     """Training steps (not the set-up, the wind-down nor a window without
-    markers), with input_wait.py's `wait` and `counted` columns."""
+    markers), with input_wait.py's `wait` (seconds) and `counted` columns."""
     st = d.steps[d.steps["step"] >= 0]
-    return st.assign(wait=st["input_wait"])
+    return st.assign(wait=st[input_wait.WAIT_TIME])
 
 
 def job_share(d: RankSessionData) -> Optional[float]:
     """The job's input wait: every rank's counted waits over their step time."""
-    return input_wait.share(d.ranks["wait_time"].sum(), d.ranks["step_time"].sum())
+    return input_wait.share(d.ranks[input_wait.WAIT_TIME].sum(), d.ranks[input_wait.STEP_TIME].sum())
 
 
 def summary(d: RankSessionData) -> Dict:
     r = d.ranks
-    read, written, spent = int(r["bytes_read"].sum()), int(r["bytes_written"].sum()), float(r["io_time"].sum())
+    read, written = int(r["bytes_read"].sum()), int(r["bytes_written"].sum())
     st = _real_steps(d)
     out = {"files": int(len(d.files)), "bytes_read": read, "bytes_written": written,
-           # the tables keep one time per file: reads, writes and metadata together
-           "io_time": None, "meta_time": None, "file_time": spent,
-           "bandwidth": (read + written) / spent if spent > 0 else None, "duration": None,
+           **views.time_figures({part: float(r[part].sum()) for part in T.PARTS}, read, written), "duration": None,
            "processes": int(len(r)), "ranks": int(len(r)), "hosts": int(r["host"].nunique()),
            "steps": int(st["step"].nunique()), "input_share": job_share(d),
            "setup_time": float(r["setup_time"].max()) if r["setup_time"].notna().any() else None,
@@ -59,6 +58,7 @@ def summary(d: RankSessionData) -> Dict:
            "copy_bytes": K.copied_bytes_of_table(d.files),      # each copy once
            "mmap_bytes": int(d.files["mmap_bytes"].sum())}
     out = {k: views._clean(v) for k, v in out.items()}
+    out["labels"] = views.time_labels(input_wait.SUM_OVER_RANKS)
     out["input_label"] = views.input_label(len(r)).replace("processes", "ranks")
     out["origin"] = views.origin(d.job_metadata)
     out["skipped_logs"] = d.skipped_logs
@@ -86,21 +86,22 @@ def verdict(d: RankSessionData, width: Optional[int] = None) -> Dict:
 
 
 def steps(d: RankSessionData, width: Optional[int] = None) -> Dict:
-    """Per step, summed over ranks: bytes read, and bandwidth over the time
-    in file calls (the tables do not split reads from metadata); the
-    duration is the mean over ranks. Cut to `width` buckets when longer."""
+    """Per step, summed over ranks: bytes, time in calls and bandwidth
+    (views.step_figures, as one process's chart has them); the duration is
+    the mean over ranks. Cut to `width` buckets when longer."""
     st = _real_steps(d)
     if st.empty:
         return {"steps": [], "mounts": {}, "downsampled": None}
-    g = st.groupby("step", as_index=False).agg(bytes_read=("bytes_read", "sum"), io_time=("io_time", "sum"),
+    g = st.groupby("step", as_index=False).agg(bytes_read=("bytes_read", "sum"),
+                                                bytes_written=("bytes_written", "sum"),
+                                                **{part: (part, "sum") for part in T.PARTS},
                                                 duration=("duration", "mean"))
-    bw = np.where(g["io_time"] > 0, g["bytes_read"] / g["io_time"].where(g["io_time"] > 0, 1), np.nan)
     n = len(g)
     out = {"steps": [int(s) for s in g["step"]], "duration": _clean_list(g["duration"]),
            "over": input_wait.SUM_OVER_RANKS,
            "cut_by_window_end": [False] * n, "bytes_read": [int(b) for b in g["bytes_read"]],
-           "bytes_written": [0] * n, "ops": [None] * n, "io_time": _clean_list(g["io_time"]),
-           "meta_time": [None] * n, "bandwidth": _clean_list(bw), "mounts": {}}
+           "bytes_written": [int(b) for b in g["bytes_written"]], "ops": [None] * n, **views.step_figures(g),
+           "mounts": {}}
     return views.cut_to_width(out, width, views.STEP_SERIES, ["cut_by_window_end"], nested="mounts")
 
 
@@ -120,9 +121,9 @@ def mounts(d: RankSessionData, offset: int = 0, limit: Optional[int] = None) -> 
         return {"mounts": [], "total": 0, "offset": offset}
     names = views.tier_names(M.label(p, d.mounts) if p else "?" for p in t["mount"])
     g = t.assign(tier=names).groupby("tier", as_index=False).agg(
-        files=("files", "sum"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"))
-    # no read or write time of their own in the tables: no per-tier bandwidth
-    g["read_bandwidth"] = g["write_bandwidth"] = None
+        files=("files", "sum"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"),
+        **{part: (part, "sum") for part in T.PARTS})
+    g = views.with_tier_bandwidth(g)
     return {**views.page_of(g.to_dict("records"), offset, limit, "mounts"), "over": input_wait.SUM_OVER_RANKS}
 
 
@@ -166,13 +167,13 @@ def rank_wait(d: RankSessionData, node: Optional[str] = None, ranks: Optional[st
     (analyze's figure), longest first: a page of them (offset, limit: all
     by default) and how many the filter keeps (total)."""
     r = d.ranks[rank_filter(d, node, ranks)]
-    r = r.sort_values(["input_wait", "rank"], ascending=[False, True], na_position="last")
+    r = r.sort_values([input_wait.RANK_SHARE, "rank"], ascending=[False, True], na_position="last")
     total = len(r)
     r = r.iloc[offset: None if limit is None else offset + limit]
     return {"total": total, "offset": offset,"ranks": [int(x) for x in r["rank"]], "hosts": r["host"].astype(str).tolist(),
-            "input_wait": _clean_list(r["input_wait"]), "label": input_wait.LABEL,
-            "wait_seconds": _clean_list(r["wait_time"]),
-            "step_time": _clean_list(r["step_time"]), "bytes_read": [int(b) for b in r["bytes_read"]],
+            input_wait.RANK_SHARE: _clean_list(r[input_wait.RANK_SHARE]), "label": input_wait.LABEL,
+            input_wait.WAIT_TIME: _clean_list(r[input_wait.WAIT_TIME]),
+            input_wait.STEP_TIME: _clean_list(r[input_wait.STEP_TIME]), "bytes_read": [int(b) for b in r["bytes_read"]],
             "partial": [bool(p) for p in r["partial"]],
             "all_hosts": sorted(set(d.ranks["host"].astype(str)))}
 
@@ -185,7 +186,7 @@ def rank_heatmap(d: RankSessionData, node: Optional[str] = None, ranks: Optional
     kept = d.ranks[rank_filter(d, node, ranks)]
     st = _real_steps(d)
     st = st[st["rank"].isin(kept["rank"])]
-    grid = st.pivot_table(index="rank", columns="step", values="input_wait", aggfunc="sum")
+    grid = st.pivot_table(index="rank", columns="step", values=input_wait.WAIT_TIME, aggfunc="sum")
     grid = grid.reindex(sorted(kept["rank"]))
     per = max(1, math.ceil(grid.shape[1] * len(grid) / MAX_HEAT_CELLS)) if len(grid) else 1
     if width:
@@ -204,5 +205,5 @@ def rank_heatmap(d: RankSessionData, node: Optional[str] = None, ranks: Optional
 
 def no_ranks() -> Dict:
     """The rank views of a session that is not many ranks."""
-    return {"ranks": [], "hosts": [], "steps": [], "wait": [], "input_wait": [], "all_hosts": [], "total": 0,
+    return {"ranks": [], "hosts": [], "steps": [], "wait": [], input_wait.RANK_SHARE: [], "all_hosts": [], "total": 0,
             "offset": 0}

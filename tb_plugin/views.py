@@ -18,7 +18,9 @@ from tfdarshan.capture import coverage, kernel_io as K, mounts as M, served as S
 from tfdarshan.advice import file_table as report
 from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.compare import served_label
-from tfdarshan.logs import input_wait
+from tfdarshan.measures import input_wait
+from tfdarshan.measures import bandwidth as B
+from tfdarshan.measures import time_in_calls as T
 from tfdarshan.logs.series import AFTER_STEPS, CUT_COLUMN, SETUP_STEP
 
 # entries of a step series that are not steps, left out of the per-step charts
@@ -37,12 +39,12 @@ def quiet(line: str) -> None:
     pass
 
 # the file table, plus what a file is when it is not input (kind) and the time it cost
-# in all: reads, writes and metadata
+# in all: reads, writes and metadata (file_time)
 FILE_COLUMNS = report.COLUMNS[:report.COLUMNS.index("tier") + 1] + ["kind"] \
-    + report.COLUMNS[report.COLUMNS.index("tier") + 1:report.COLUMNS.index("meta_time") + 1] + ["total_time"] \
-    + report.COLUMNS[report.COLUMNS.index("meta_time") + 1:]
+    + report.COLUMNS[report.COLUMNS.index("tier") + 1:report.COLUMNS.index(T.META_TIME) + 1] + [T.FILE_TIME] \
+    + report.COLUMNS[report.COLUMNS.index(T.META_TIME) + 1:]
 # the table's first order: time spent, slowest first, input before what is not
-DEFAULT_SORT = "total_time"
+DEFAULT_SORT = T.FILE_TIME
 SIZE_BINS = ["0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M",
              "100M_1G", "1G_PLUS"]
 # each bin by its lower bound: labels short enough to stand side by side on a narrow chart
@@ -174,7 +176,7 @@ def _file_table(snap: Snapshot, mounts: List[M.Mount], step_files: Optional[pd.D
         return pd.DataFrame(columns=FILE_COLUMNS)
     t["tier"] = tier_names(t["tier"])
     t["kind"] = TI.kinds(t["path"], TI.read_in_steps(t["path"], step_files))
-    t["total_time"] = t[["read_time", "write_time", "meta_time"]].sum(axis=1, min_count=1)
+    t[T.FILE_TIME] = t[list(T.PARTS)].sum(axis=1, min_count=1)      # (STDIO's NaN parts count as none)
     t = t[FILE_COLUMNS]
     odd = t["path"].map(lambda p: not p.isascii())
     if odd.any():
@@ -242,13 +244,11 @@ def summary(d: SessionData) -> Dict:
     p, s = snap.posix, snap.stdio
     read = int(p["POSIX_BYTES_READ"].sum() + s["STDIO_BYTES_READ"].sum())
     written = int(p["POSIX_BYTES_WRITTEN"].sum() + s["STDIO_BYTES_WRITTEN"].sum())
-    io_time = float(p["POSIX_F_READ_TIME"].sum() + p["POSIX_F_WRITE_TIME"].sum()
-                    + s["STDIO_F_READ_TIME"].sum() + s["STDIO_F_WRITE_TIME"].sum())
-    meta_time = float(p["POSIX_F_META_TIME"].sum() + s["STDIO_F_META_TIME"].sum())
+    parts = [T.parts_of(p, "POSIX"), T.parts_of(s, "STDIO")]
+    times = {part: float(sum(x[part].sum() for x in parts)) for part in T.PARTS}
     setup = cells[cells["step"] == SETUP_STEP]
     out = {"files": int(len(p) + len(s)), "bytes_read": read, "bytes_written": written,
-           "io_time": io_time, "meta_time": meta_time,
-           "bandwidth": (read + written) / io_time if io_time > 0 else None,
+           **time_figures(times, read, written),
            "duration": snap.end - snap.start, "processes": snap.meta.get("processes", 1),
            "steps": int(steps["step"].nunique()),
            "input_share": input_wait.share(counted["wait"].sum(), counted["duration"].sum()),
@@ -263,6 +263,7 @@ def summary(d: SessionData) -> Dict:
                mmap_bytes=int(e["MMAP_BYTES"].sum()) if len(e) else 0,
                kernel_io_files=[{"path": display_path(r.path), "how": r.how} for r in beyond.head(20).itertuples()])
     out = {k: _clean(v) for k, v in out.items()}
+    out["labels"] = time_labels(input_wait.SUM_OVER_PROCESSES if len(d.hosts) > 1 else None)
     out["input_label"] = input_label(len(d.hosts))
     out["origin"] = origin(snap.meta.get("job_metadata") or {})
     out["skipped_logs"] = list(snap.meta.get("skipped_logs") or [])
@@ -271,6 +272,30 @@ def summary(d: SessionData) -> Dict:
         out["coverage"] = coverage_card(d.coverage)
     out["served"] = served_note(snap.meta.get("served"))
     return out
+
+
+def time_figures(times, read, written) -> Dict:
+    """The summary's and each step's times and bandwidth, from the parts
+    of time in calls (reads, writes, metadata) and the bytes moved: the
+    same figures whichever tables the tab reads (one log or many ranks')."""
+    data = T.data_time(times)
+    return {T.READ_TIME: times[T.READ_TIME], T.WRITE_TIME: times[T.WRITE_TIME], T.META_TIME: times[T.META_TIME],
+            T.DATA_TIME: data, "bandwidth": B.bandwidth(read + written, data)}
+
+
+def time_labels(over: Optional[str]) -> Dict[str, str]:
+    """The words for time_figures' figures (time_in_calls.LABELS,
+    bandwidth.LABEL), with what they are summed over (threads always;
+    processes or ranks when there are several)."""
+    also = f", {over}" if over else ""
+    return {**{k: f"{T.LABELS[k]} (summed over threads{also})" for k in (*T.PARTS, T.DATA_TIME)},
+            "bandwidth": f"bandwidth ({B.LABEL}{also})"}
+
+
+def step_figures(g: pd.DataFrame) -> Dict:
+    """The step chart's time series of per-step rows (time_figures' figures)."""
+    f = time_figures({part: g[part].astype(np.float64) for part in T.PARTS}, g["bytes_read"], g["bytes_written"])
+    return {k: [_clean(v) for v in np.asarray(f[k], dtype=np.float64)] for k in (T.DATA_TIME, T.META_TIME, "bandwidth")}
 
 
 def served_note(meta: Optional[Dict]) -> Optional[Dict]:
@@ -411,7 +436,7 @@ def verdict(d: SessionData, width: Optional[int] = None) -> Dict:
 
 # the verdict's and the step chart's per-step series (steps, flags and notes aside)
 VERDICT_SERIES = ["duration", "file_io", "other_input", "compute"]
-STEP_SERIES = ["duration", "bytes_read", "bytes_written", "ops", "io_time", "meta_time", "bandwidth",
+STEP_SERIES = ["duration", "bytes_read", "bytes_written", "ops", T.DATA_TIME, T.META_TIME, "bandwidth",
                "copy_bytes", "mmap_bytes"]
 
 
@@ -430,14 +455,11 @@ def steps(d: SessionData, width: Optional[int] = None) -> Dict:
         read_time=("read_time", "sum"), write_time=("write_time", "sum"), meta_time=("meta_time", "sum"),
         files=("files", "sum"), cut=(CUT_COLUMN, "any"), mmap_bytes=("mmap_bytes", "sum"),
         **{c: (c, "sum") for c in K.STEP_COPY_COLUMNS})
-    io = st["read_time"] + st["write_time"]
-    bw = np.where(io > 0, (st["bytes_read"] + st["bytes_written"]) / io.where(io > 0, 1), np.nan)
     out = {"steps": st["step"].tolist(), "duration": (st["end"] - st["start"]).tolist(),
            "over": input_wait.SUM_OVER_PROCESSES if len(d.hosts) > 1 else None,
            "cut_by_window_end": st["cut"].tolist(),
            "bytes_read": st["bytes_read"].tolist(), "bytes_written": st["bytes_written"].tolist(),
-           "ops": (st["reads"] + st["writes"]).tolist(), "io_time": io.tolist(),
-           "meta_time": st["meta_time"].tolist(), "bandwidth": [_clean(v) for v in bw], "mounts": {},
+           "ops": (st["reads"] + st["writes"]).tolist(), **step_figures(st), "mounts": {},
            # beyond Darshan's counters: what kernel-side copies moved, what mappings brought in (an estimate)
            "copy_bytes": st[list(K.STEP_COPY_COLUMNS)].sum(axis=1).astype(np.int64).tolist(),
            "mmap_bytes": st["mmap_bytes"].tolist()}
@@ -475,11 +497,15 @@ def mounts(d: SessionData, offset: int = 0, limit: Optional[int] = None) -> Dict
                                               bytes_written=("bytes_written", "sum"),
                                               read_time=("read_time", "sum"), write_time=("write_time", "sum"),
                                               meta_time=("meta_time", "sum"))
-    for op, moved in (("read", "bytes_read"), ("write", "bytes_written")):
-        spent = g[f"{op}_time"]
-        g[f"{op}_bandwidth"] = np.where(spent > 0, g[moved] / spent.where(spent > 0, 1), np.nan)
+    g = with_tier_bandwidth(g)
     return {**page_of(g.to_dict("records"), offset, limit, "mounts"),
             "over": input_wait.SUM_OVER_PROCESSES if len(d.hosts) > 1 else None}
+
+
+def with_tier_bandwidth(g: pd.DataFrame) -> pd.DataFrame:
+    """Per tier, read and write bandwidth, each over its own part of the time."""
+    return g.assign(read_bandwidth=B.bandwidth(g["bytes_read"], g[T.READ_TIME]),
+                    write_bandwidth=B.bandwidth(g["bytes_written"], g[T.WRITE_TIME]))
 
 
 def page_of(rows: List[Dict], offset: int, limit: Optional[int], name: str) -> Dict:

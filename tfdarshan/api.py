@@ -9,6 +9,7 @@ from tfdarshan.capture import _native, served
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.logs.logdir import session_root
+from tfdarshan.measures.time_in_calls import FILE_TIME
 from tfdarshan.tf import flight_recorder as flight, hooks, session as tf_session, steps
 
 
@@ -142,7 +143,8 @@ def stats() -> dict:
     totals = _native.live_totals()
     clock = RECORDER._clock
     out = {"attached": _native.is_attached(), **{k: v for k, v in totals.items() if k != "io_ticks"}}
-    out["io_time"] = totals.get("io_ticks", 0) / clock.ticks_per_second if clock else 0.0
+    # the shim's io_ticks: reads, writes and metadata calls (measures/time_in_calls.py's file_time)
+    out[FILE_TIME] = totals.get("io_ticks", 0) / clock.ticks_per_second if clock else 0.0
     last = None
     for series in list(steps._series):
         if series.last_step is not None:

@@ -316,11 +316,10 @@ function cards(s) {
   const list = [
     c('bytes_read', 'read', bytes(s.bytes_read)),
     c('bytes_written', 'written', bytes(s.bytes_written)),
-    c('bandwidth', s.processes > 1 ? 'bandwidth per process (bytes / summed I/O time)'
-        : 'mean bandwidth (bytes / I/O time)', rate(s.bandwidth)),
-    ...(s.ranks ? [c('file_time', 'time in file calls, summed over ranks', seconds(s.file_time))]
-      : [c('io_time', 'time in reads and writes', seconds(s.io_time)),
-        c('meta_time', 'time in opens, stats, seeks', seconds(s.meta_time))]),
+    // the words are the measures' own (tfdarshan/measures/), the same for one process and many ranks
+    c('bandwidth', s.labels.bandwidth, rate(s.bandwidth)),
+    c('data_time', s.labels.data_time, seconds(s.data_time)),
+    c('meta_time', s.labels.meta_time, seconds(s.meta_time)),
     ...(s.copy_bytes ? [c('copy_bytes', 'copied by the kernel (copy_file_range, sendfile, splice)',
       bytes(s.copy_bytes))] : []),
     ...(s.mmap_bytes ? [c('mmap_bytes', 'read through mmap (estimate)', `~${bytes(s.mmap_bytes)}`)] : []),

@@ -45,9 +45,9 @@ export function rankFigures(heat, wait) {
     const page = wait.total > names.length ? `, ranks ${wait.offset + 1}–${wait.offset + names.length} of ${wait.total}`
       : '';
     out.push({id: 'tfd-rank-wait', title: `Ranks by input wait (each rank's ${wait.label}${page})`, data: [{
-      type: 'bar', name: 'input wait', x: names, y: wait.input_wait.map((w) => w == null ? null : 100 * w),
-      marker: {color: READ}, customdata: wait.ranks.map((r, i) => [plain(wait.hosts[i]), pct(wait.input_wait[i]),
-        wait.wait_seconds[i] == null ? '–' : wait.wait_seconds[i].toPrecision(3), wait.wait_seconds[i],
+      type: 'bar', name: 'input wait', x: names, y: wait.input_wait_share.map((w) => w == null ? null : 100 * w),
+      marker: {color: READ}, customdata: wait.ranks.map((r, i) => [plain(wait.hosts[i]), pct(wait.input_wait_share[i]),
+        wait.input_wait_time[i] == null ? '–' : wait.input_wait_time[i].toPrecision(3), wait.input_wait_time[i],
         wait.step_time[i]]),
       hovertemplate: 'rank %{x} on %{customdata[0]}: %{customdata[1]} of step time, %{customdata[2]} s<extra></extra>'}],
       layout: layout({showlegend: false, xaxis: axis('rank (longest wait first)', {type: 'category',

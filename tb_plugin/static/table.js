@@ -4,19 +4,19 @@ import {PAGE, bytes, el, get, pct, rate, seconds, state} from './util.js';
 
 const LABELS = {path: 'file', interface: 'via', tier: 'tier', kind: 'not input', bytes_read: 'read', bytes_written: 'written',
   reads: 'reads', writes: 'writes', opens: 'opens', stats: 'stats', read_time: 'read time',
-  write_time: 'write time', meta_time: 'meta time', total_time: 'total time', bandwidth: 'bandwidth',
+  write_time: 'write time', meta_time: 'meta time', file_time: 'time in file calls', bandwidth: 'bandwidth',
   mean_request: 'mean request (data reads)', seq_fraction: 'sequential (data reads)', zero_reads: '0-byte reads',
   ranks: 'ranks', bytes_min: 'least a rank moved', bytes_median: 'median a rank moved', bytes_max: 'most a rank moved',
-  io_time_max: 'longest a rank spent', how: 'also moved by', copy_bytes_read: 'copied out (kernel)',
+  file_time_max: 'longest a rank spent in file calls', how: 'also moved by', copy_bytes_read: 'copied out (kernel)',
   copy_bytes_written: 'copied in (kernel)', copy_time: 'copy time', mmap_bytes: 'read through mmap (estimate)'};
 const FORMAT = {bytes_read: bytes, bytes_written: bytes, read_time: seconds, write_time: seconds, meta_time: seconds,
-  total_time: seconds, bandwidth: rate, mean_request: bytes, seq_fraction: pct, bytes_min: bytes, bytes_median: bytes,
-  bytes_max: bytes, io_time_max: seconds, copy_bytes_read: bytes, copy_bytes_written: bytes, copy_time: seconds,
+  file_time: seconds, bandwidth: rate, mean_request: bytes, seq_fraction: pct, bytes_min: bytes, bytes_median: bytes,
+  bytes_max: bytes, file_time_max: seconds, copy_bytes_read: bytes, copy_bytes_written: bytes, copy_time: seconds,
   mmap_bytes: (v) => v ? `~${bytes(v)}` : bytes(v)};
 // the header's hover text, where a label needs more words
 const HELP = {how: 'ways Darshan\'s counters cannot see: copy_file_range, sendfile, splice, mmap',
   kind: 'what a file that is not training input is (configuration, tf.data cache or snapshot, MPI runtime, '
-    + 'tfdarshan): listed after the input while the table is by total time, slowest first',
+    + 'tfdarshan): listed after the input while the table is by time in file calls, slowest first',
   mmap_bytes: 'pages of the file the process mapped (/proc/self/pagemap): the kernel maps cached neighbours at each '
     + 'fault, so scattered reads are overcounted'};
 // text columns, left-aligned (header and cells alike); numbers go to the right

@@ -17,9 +17,9 @@ export function verdictLine(v) {
   } else if (!v.steps.length) {
     line.append('No step markers were recorded in this session, so no share of step time can be given.');
   } else {
-    // named as analyze and recommend name it (logs/input_wait.py)
+    // named as analyze and recommend name it (measures/input_wait.py)
     line.append(el('b', {}, `${v.name || 'File I/O'}: ${pct(v.share)} of step time`));
-    // the definition, in its own words (logs/input_wait.py), with what the bars show
+    // the definition, in its own words (measures/input_wait.py), with what the bars show
     line.append(el('span', {class: 'muted', id: 'tfd-verdict-label'}, ` (${v.label}`
       + `${v.over ? `; each step's bars are its ${v.over}` : ''})`));
     const x = v.xprof;

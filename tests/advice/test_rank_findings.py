@@ -142,7 +142,7 @@ def test_each_finding_fires_with_the_evidence_in_the_logs(troubled, shm, shm_tie
     # stragglers, and what explains each
     (s,) = [f for f in found if "straggling" in f.title]
     assert set(s.evidence["stragglers"]) == slow
-    assert s.evidence["median_input_wait"] == pytest.approx(median)
+    assert s.evidence["median_input_wait_share"] == pytest.approx(median)
     assert s.evidence["stragglers"][2]["explained_by"] == ["tier"] and ranks.loc[2, "mostly_disk"]
     assert "files" in s.evidence["stragglers"][3]["explained_by"]
     assert s.evidence["usual_mount"] == "/dev/shm"
@@ -197,14 +197,15 @@ def four_rank_tables():
     """Four ranks: rank 3 reads from another mount (its tier explains its wait),
     and all four read one file that costs most of the job's I/O time."""
     ranks = pd.DataFrame({"rank": [0, 1, 2, 3], "host": ["n0", "n0", "n1", "n1"],
-                          "input_wait": [0.05, 0.06, 0.05, 0.60], "bytes_read": [100, 100, 100, 110],
+                          "input_wait_share": [0.05, 0.06, 0.05, 0.60], "bytes_read": [100, 100, 100, 110],
                           "opens": [10, 10, 10, 10], "duration": [10.0] * 4})
     rank_mounts = pd.DataFrame({"rank": [0, 1, 2, 3], "mount": ["/fast", "/fast", "/fast", "/slow"],
-                                "fstype": ["tmpfs", "tmpfs", "tmpfs", "nfs"], "io_time": [1.0, 1.0, 1.0, 9.0],
+                                "fstype": ["tmpfs", "tmpfs", "tmpfs", "nfs"], "read_time": [1.0, 1.0, 1.0, 9.0],
+                                "write_time": [0.0] * 4, "meta_time": [0.0] * 4,
                                 "bytes_read": [100, 100, 100, 110], "opens": [10, 10, 10, 10],
                                 "files": [2, 2, 2, 2]})
     files = pd.DataFrame({"path": ["/fast/shared", "/slow/own3"], "ranks": [4, 1], "bytes_read": [400, 10],
-                          "io_time": [8.0, 4.0]})
+                          "read_time": [8.0, 4.0], "write_time": [0.0, 0.0], "meta_time": [0.0, 0.0]})
     return {"ranks": ranks, "rank_mounts": rank_mounts, "files": files}
 
 

@@ -36,7 +36,7 @@ def expected(session_dir):
                 d = x._asdict()
                 rows.append({"path": d["path"], "rank": rank, "bytes_read": d[f"{module}_BYTES_READ"],
                              "bytes": d[f"{module}_BYTES_READ"] + d[f"{module}_BYTES_WRITTEN"],
-                             "io_time": d[f"{module}_F_READ_TIME"] + d[f"{module}_F_WRITE_TIME"]
+                             "file_time": d[f"{module}_F_READ_TIME"] + d[f"{module}_F_WRITE_TIME"]
                              + d[f"{module}_F_META_TIME"]})
         steps = pd.read_parquet(log.with_name(log.name.replace(".darshan", ".steps.parquet")))
         # training steps the window did not cut, each step's wait (the wall time a read or metadata call was
@@ -45,12 +45,12 @@ def expected(session_dir):
         length = real["end"] - real["start"]
         wait = np.minimum(np.minimum(real["io_wall"], real["read_time"] + real["meta_time"]), length)
         ranks.append({"rank": rank, "bytes_read": sum(r["bytes_read"] for r in rows if r["rank"] == rank),
-                      "input_wait": float(wait.sum() / length.sum())})
+                      "input_wait_share": float(wait.sum() / length.sum())})
     per_rank_file = pd.DataFrame(rows).groupby(["path", "rank"], as_index=False).sum()
     g = per_rank_file.groupby("path")
     files = pd.DataFrame({"bytes_read": g["bytes_read"].sum(), "ranks": g["rank"].nunique(),
                           "bytes_min": g["bytes"].min(), "bytes_median": g["bytes"].median(),
-                          "bytes_max": g["bytes"].max(), "io_time_max": g["io_time"].max()})
+                          "bytes_max": g["bytes"].max(), "file_time_max": g["file_time"].max()})
     return files.sort_index(), pd.DataFrame(ranks).set_index("rank").sort_index()
 
 
@@ -63,7 +63,7 @@ def check(session_dir):
         assert np.allclose(got_files[c].to_numpy(np.float64), files[c].to_numpy(np.float64)), c
     assert list(got_ranks.index) == list(range(RANKS))
     assert (got_ranks["bytes_read"] == ranks["bytes_read"]).all()
-    assert np.allclose(got_ranks["input_wait"], ranks["input_wait"])
+    assert np.allclose(got_ranks["input_wait_share"], ranks["input_wait_share"])
     # the file every rank read, and the shards read by one real rank and its 15 scaled copies
     shared = [p for p in files.index if p.endswith("shared.bin")]
     assert shared and int(got_files.loc[shared[0], "ranks"]) == RANKS

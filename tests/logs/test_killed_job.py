@@ -118,7 +118,7 @@ def test_every_rank_is_in_the_session_analyze_reads_up_to_its_last_collect(job):
     ranks = read_table(d, "ranks").set_index("rank")
     assert sorted(ranks.index) == list(range(NRANKS))
     assert sorted(ranks.index[ranks["partial"]]) == job["partial"]
-    assert ranks["input_wait"].notna().all(), ranks["input_wait"]
+    assert ranks["input_wait_share"].notna().all(), ranks["input_wait_share"]
     for r, done in job["progress"].items():
         assert ranks.at[r, "bytes_read"] >= sum(size_of(r, i) for i in range(done))
     assert f"{len(job['partial'])} partial" in job["analyze"].stdout
@@ -143,8 +143,8 @@ def test_recommend_plans_for_every_rank_and_names_the_partial_ones(job):
     assert not any(str(job["data"]) in e for g in outside for e in g["examples"]), outside
     # the straggler finding judges every rank, the partial ones too (as its rule reads the tables)
     ranks = read_table(job["session"], "ranks").set_index("rank")
-    median = ranks["input_wait"].median()
-    slow = ranks.index[(ranks["input_wait"] >= 1.5 * median) & (ranks["input_wait"] >= median + 0.10)]
+    median = ranks["input_wait_share"].median()
+    slow = ranks.index[(ranks["input_wait_share"] >= 1.5 * median) & (ranks["input_wait_share"] >= median + 0.10)]
     stragglers = [f for f in advice["findings"] if "straggling" in f["title"]]
     assert bool(len(slow)) == bool(stragglers)
     if stragglers:

@@ -17,7 +17,11 @@ import pandas as pd
 
 from tfdarshan.analysis import tables
 from tfdarshan.analysis.tables import FILE_ROWS, MOUNT_ROWS, RANK_ROWS, STEP_ROWS, _coverage, _steps, empty
-from tfdarshan.logs import input_wait
+from tfdarshan.measures import input_wait as W
+
+# the parts of time in calls, and Darshan's counter of each (as the oracle reads them itself)
+COUNTERS = {"read_time": "F_READ_TIME", "write_time": "F_WRITE_TIME", "meta_time": "F_META_TIME"}
+SUMS = dict.fromkeys(COUNTERS, "sum")
 from tfdarshan.logs.series import SETUP_STEP
 
 
@@ -39,7 +43,7 @@ def old_tables(session_dir) -> Dict[str, pd.DataFrame]:
         per_file = _per_file(frames["files"], len(logs))
         distinct = per_file.groupby("mount")["path"].count().rename("files")
         per_mount = frames["mounts"].groupby("mount").agg(
-            {"fstype": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
+            {"fstype": "first", "bytes_read": "sum", "bytes_written": "sum", **SUMS,
              "opens": "sum"}).join(distinct).reset_index()
         out = dask.compute({"files": per_file, "ranks": frames["ranks"], "steps": frames["steps"],
                             "mounts": per_mount, "rank_mounts": frames["mounts"]})[0]
@@ -72,8 +76,7 @@ def _reduce(log: str, rank: int) -> Dict[str, pd.DataFrame]:
                 "path": f["path"].astype(object), "rank": rank,
                 "bytes_read": f[f"{module}_BYTES_READ"].astype("int64"),
                 "bytes_written": f[f"{module}_BYTES_WRITTEN"].astype("int64"),
-                "io_time": (f[f"{module}_F_READ_TIME"] + f[f"{module}_F_WRITE_TIME"]
-                            + f[f"{module}_F_META_TIME"]).astype("float64"),
+                **{part: f[f"{module}_{c}"].astype("float64") for part, c in COUNTERS.items()},
                 "opens": f[f"{module}_OPENS"].astype("int64")}))
     mounts = [M.Mount(p, t) for p, t in snap.meta.get("mounts") or []] or M.current()
     files = pd.concat(parts, ignore_index=True) if parts else empty(FILE_ROWS)
@@ -83,20 +86,20 @@ def _reduce(log: str, rank: int) -> Dict[str, pd.DataFrame]:
     files = files[list(FILE_ROWS)].astype(FILE_ROWS)
     steps = _steps(pathlib.Path(log), rank)
     real = steps[steps["counted"]]
-    step_time, wait_time = float(real["duration"].sum()), float(real["input_wait"].sum())
+    step_time, wait_time = float(real["duration"].sum()), float(real[W.WAIT_TIME].sum())
     setup = steps[steps["step"] == SETUP_STEP]
     ranks = pd.DataFrame([{
         "rank": rank, "log": pathlib.Path(log).name[: -len(".darshan")], "host": str(snap.meta.get("hostname") or ""), "files": len(files),
         "bytes_read": int(files["bytes_read"].sum()), "bytes_written": int(files["bytes_written"].sum()),
-        "io_time": float(files["io_time"].sum()), "step_time": step_time, "wait_time": wait_time,
-        "input_wait": input_wait.share(wait_time, step_time) if step_time > 0 else np.nan,
+        **{part: float(files[part].sum()) for part in COUNTERS}, W.STEP_TIME: step_time, W.WAIT_TIME: wait_time,
+        W.RANK_SHARE: W.share(wait_time, step_time) if step_time > 0 else np.nan,
         "opens": int(files["opens"].sum()), "duration": float(snap.end - snap.start),
         "setup_time": float(setup["duration"].sum()) if len(setup) else np.nan,
         "setup_bytes": int(setup["bytes_read"].sum()), "partial": is_partial(snap.meta),
         **_coverage(pathlib.Path(log))}]).astype(RANK_ROWS)
     by_mount = files.groupby("mount", as_index=False).agg(
         files=("path", "size"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"),
-        io_time=("io_time", "sum"), opens=("opens", "sum")) if len(files) else empty(MOUNT_ROWS)
+        **{part: (part, "sum") for part in COUNTERS}, opens=("opens", "sum")) if len(files) else empty(MOUNT_ROWS)
     fstypes = {m.point: m.fstype for m in mounts}
     by_mount["fstype"] = by_mount["mount"].map(fstypes).fillna("")
     by_mount["rank"] = rank
@@ -114,13 +117,14 @@ def _per_file(files, logs: int):
 
 def _per_file_part(files: pd.DataFrame) -> pd.DataFrame:
     per_rank = files.groupby(["path", "rank"], as_index=False).agg(
-        {"mount": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum", "opens": "sum"})
+        {"mount": "first", "bytes_read": "sum", "bytes_written": "sum", **SUMS, "opens": "sum"})
     per_rank["bytes"] = per_rank["bytes_read"] + per_rank["bytes_written"]
+    per_rank["file_time"] = per_rank["read_time"] + per_rank["write_time"] + per_rank["meta_time"]
     g = per_rank.groupby("path")
-    totals = g.agg({"mount": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
+    totals = g.agg({"mount": "first", "bytes_read": "sum", "bytes_written": "sum", **SUMS,
                     "opens": "sum", "rank": "count"}).rename(columns={"rank": "ranks"})
-    spread = g.agg({"bytes": ["min", "median", "max"], "io_time": ["min", "median", "max"]})
+    spread = g.agg({"bytes": ["min", "median", "max"], "file_time": ["min", "median", "max"]})
     spread.columns = [f"{c}_{s}" for c, s in spread.columns]
     # string[pyarrow]: what Dask makes of text columns elsewhere, and what its parquet writer can infer
     return totals.join(spread).reset_index().astype({"path": "string[pyarrow]", "mount": "string[pyarrow]",
-                                                     "bytes_median": "float64", "io_time_median": "float64"})
+                                                     "bytes_median": "float64", "file_time_median": "float64"})

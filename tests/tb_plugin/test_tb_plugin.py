@@ -190,7 +190,7 @@ def test_tab_renders_in_chromium(server, trained_logdir):
         open_tab(d, server)
         summary = d.find_element(By.ID, "tfd-summary")
         cards = {c.get_attribute("data-key"): c.text for c in summary.find_elements(By.CLASS_NAME, "card")}
-        assert {"bytes_read", "bandwidth", "io_time", "files", "steps"} <= set(cards)
+        assert {"bytes_read", "bandwidth", "data_time", "meta_time", "files", "steps"} <= set(cards)
         assert cards["files"].split("\n")[0] == str(len(snap.posix) + len(snap.stdio))
         assert cards["steps"].split("\n")[0] == "5"
         for chart in ("tfd-step-chart", "tfd-hist", "tfd-mounts", "tfd-timeline"):
@@ -376,7 +376,7 @@ def test_verdict_splits_each_step_and_gives_xprofs_input_share(lead_server, lead
     assert status == 200 and v0["series"] and v0["steps"] == [] and v0["share"] is None
 
 
-def test_file_table_total_time_default_sort_and_step_filter(lead_server, lead_logdir):
+def test_file_table_file_time_default_sort_and_step_filter(lead_server, lead_logdir):
     logdir, out = lead_logdir
     s, q = _session(logdir, WRITE_ONLY)
     snap = load_snapshot(s)
@@ -385,21 +385,21 @@ def test_file_table_total_time_default_sort_and_step_filter(lead_server, lead_lo
     status, _, page = _get_json(lead_server, "files", {**q, "limit": 1000})
     assert status == 200, page
     rows = [dict(zip(page["columns"], r)) for r in page["rows"]]
-    assert "total_time" in page["columns"]
+    assert "file_time" in page["columns"]
     for r in rows:
         if r["interface"] == "POSIX":
-            assert r["total_time"] == pytest.approx(total[r["path"]], rel=1e-9, abs=1e-15)
+            assert r["file_time"] == pytest.approx(total[r["path"]], rel=1e-9, abs=1e-15)
     # the default order is by the time a file cost, slowest first, files that are not input after the rest
-    assert (page["sort"], page["order"]) == ("total_time", "desc")
+    assert (page["sort"], page["order"]) == ("file_time", "desc")
     other = [r["kind"] != "" for r in rows]
     assert other == sorted(other)
     for part in (False, True):
-        times = [r["total_time"] for r, o in zip(rows, other) if o == part and r["total_time"] is not None]
+        times = [r["file_time"] for r, o in zip(rows, other) if o == part and r["file_time"] is not None]
         assert times == sorted(times, reverse=True)
     ckpts = [r["path"] for r in rows if r["path"].startswith(str(out))]
     assert sorted(ckpts) == [str(out / f"ckpt{i}") for i in range(4)]
     # a session that read is in the same order
-    assert _get_json(lead_server, "files", _session(logdir, LOOP)[1])[2]["sort"] == "total_time"
+    assert _get_json(lead_server, "files", _session(logdir, LOOP)[1])[2]["sort"] == "file_time"
     # step 2 wrote ckpt2 only
     status, _, two = _get_json(lead_server, "files", {**q, "step": 2, "limit": 1000})
     assert status == 200 and two["step"] == 2
@@ -448,8 +448,8 @@ def test_clicking_a_step_filters_the_table_to_its_files(lead_tab, lead_logdir):
     ckpts = lambda: [p for p in _table_paths(d) if p.startswith(str(out))]
     # sorted by the time each file cost, slowest first, and the header says so
     WebDriverWait(d, WAIT).until(lambda _: sorted(ckpts()) == [str(out / f"ckpt{i}") for i in range(4)])
-    head = d.find_element(By.CSS_SELECTOR, "th[data-col=total_time]").text
-    assert head.startswith("total time") and head.endswith("▼")
+    head = d.find_element(By.CSS_SELECTOR, "th[data-col=file_time]").text
+    assert head.startswith("time in file calls") and head.endswith("▼")
     assert not d.find_elements(By.ID, "tfd-step-chip")
     # step 2's bar in the per-step chart (categories in step order)
     WebDriverWait(d, WAIT).until(lambda drv: len(drv.find_elements(

@@ -110,7 +110,7 @@ def expected(session_dir):
         snap = tfdarshan.read_darshan_log(log)
         for module, f in (("POSIX", snap.posix), ("STDIO", snap.stdio)):
             files.append(pd.DataFrame({"path": f["path"], "rank": r, "bytes_read": f[f"{module}_BYTES_READ"],
-                                       "io_time": f[f"{module}_F_READ_TIME"] + f[f"{module}_F_WRITE_TIME"]
+                                       "file_time": f[f"{module}_F_READ_TIME"] + f[f"{module}_F_WRITE_TIME"]
                                        + f[f"{module}_F_META_TIME"]}))
     steps, files = pd.concat(steps, ignore_index=True), pd.concat(files, ignore_index=True)
     per_rank = steps.groupby("rank").agg(wait=("wait", "sum"), duration=("duration", "sum"))
@@ -131,8 +131,8 @@ def test_rank_views_agree_with_pandas_over_the_logs(server, logdir):
     status, wait = _get(server, "rank_wait", q)
     assert status == 200, wait
     assert sorted(wait["ranks"]) == list(range(RANKS))
-    assert np.allclose(wait["input_wait"], share.loc[wait["ranks"]].to_numpy(), rtol=1e-9)
-    assert all(a >= b for a, b in zip(wait["input_wait"], wait["input_wait"][1:])), "sorted by wait"
+    assert np.allclose(wait["input_wait_share"], share.loc[wait["ranks"]].to_numpy(), rtol=1e-9)
+    assert all(a >= b for a, b in zip(wait["input_wait_share"], wait["input_wait_share"][1:])), "sorted by wait"
     # the per-file table's ranks column: the ranks with a record of the file
     status, page = _get(server, "files", {**q, "limit": 1000})
     assert status == 200, page
@@ -141,8 +141,8 @@ def test_rank_views_agree_with_pandas_over_the_logs(server, logdir):
     assert set(rows) == set(touched.index)
     assert {p: rows[p]["ranks"] for p in rows} == touched.to_dict()
     # slowest first (the time summed over ranks), files that are not input after the others
-    assert (page["sort"], page["order"]) == ("total_time", "desc")
-    spent = files.groupby("path")["io_time"].sum()
+    assert (page["sort"], page["order"]) == ("file_time", "desc")
+    spent = files.groupby("path")["file_time"].sum()
     inputs = [p for p in rows if rows[p]["kind"] == ""]
     assert page["rows"][0][0] == spent[inputs].idxmax()
     status, summary = _get(server, "summary", q)
@@ -176,7 +176,7 @@ def test_rank_and_tier_tables_are_paged_on_the_server(server, logdir):
     assert whole["total"] == RANKS and len(whole["ranks"]) == RANKS
     status, page = _get(server, "rank_wait", {**q, "offset": 5, "limit": 10})
     assert status == 200 and page["total"] == RANKS and page["offset"] == 5
-    assert page["ranks"] == whole["ranks"][5:15] and page["input_wait"] == whole["input_wait"][5:15]
+    assert page["ranks"] == whole["ranks"][5:15] and page["input_wait_share"] == whole["input_wait_share"][5:15]
     status, last = _get(server, "rank_wait", {**q, "node": "node1", "offset": RANKS_PER_NODE - 3, "limit": 10})
     assert status == 200 and last["total"] == RANKS_PER_NODE and len(last["ranks"]) == 3
     _, tiers = _get(server, "mounts", q)
@@ -206,7 +206,7 @@ def test_tables_are_built_on_first_use(server, logdir):
     assert any(s == "reading the analysis tables" for s in stages), stages
     _, _, share, _ = expected(few)
     assert sorted(wait["ranks"]) == list(range(FEW))
-    assert np.allclose(wait["input_wait"], share.loc[wait["ranks"]].to_numpy(), rtol=1e-9)
+    assert np.allclose(wait["input_wait_share"], share.loc[wait["ranks"]].to_numpy(), rtol=1e-9)
 
 
 def test_runs_name_flight_recorder_dumps_and_captures(server, logdir):

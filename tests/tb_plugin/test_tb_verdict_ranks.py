@@ -49,7 +49,7 @@ def plotted(d, chart):
 def verdict_share(d):
     from selenium.webdriver.common.by import By
     text = d.find_element(By.ID, "tfd-verdict-text").text
-    from tfdarshan.logs import input_wait
+    from tfdarshan.measures import input_wait
     # the job's figure, or a chosen rank's own (their one definition, with their labels)
     labels = "|".join(re.escape(x) for x in (input_wait.JOB, input_wait.ONE_OF))
     m = re.search(rf"(?:{labels}): ([\d.]+) % of step time", text)

@@ -17,7 +17,7 @@ import time
 
 
 import tfdarshan
-from tfdarshan.logs import input_wait
+from tfdarshan.measures import input_wait
 from tfdarshan.logs.logdir import find_sessions, load_steps
 from tfdarshan.logs.series import AFTER_STEPS, SETUP_STEP
 from mpi_env import MPI_ENV, needs_mpi

@@ -36,7 +36,7 @@ from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.compare import compare_runs  # noqa: F401  (re-exported)
 from tfdarshan.advice.cost_model import file_costs  # noqa: F401  (re-exported)
 from tfdarshan.advice import tfdata_files as TD
-from tfdarshan.advice.file_table import human_time
+from tfdarshan.measures.human import human_time
 from tfdarshan.advice.knapsack import BLOCK, DP_CELLS, knapsack  # noqa: F401  (re-exported)
 from tfdarshan.advice.knapsack import _exact, _fill_in_order, _greedy  # noqa: F401  (re-exported)
 from tfdarshan.capture.snapshot import Snapshot
@@ -231,7 +231,7 @@ class Advice:
     plans: Optional[Dict] = None            # a multi-rank session's plans (critical_path.py)
     # job-time predictions (job_time.py): {"model": ..., "savings": {"chosen" or a rule's name: seconds}}
     job: Optional[Dict] = None
-    input_wait: Optional[Dict] = None       # the job's input wait (logs/input_wait.py): share, ranks, bound
+    job_input_wait: Optional[Dict] = None   # the job's input wait (measures/input_wait.py): share, ranks, bound
 
     def saving(self, idx) -> float:
         return float(self.costs["saving"].to_numpy()[idx].sum()) if len(idx) else 0.0
@@ -316,7 +316,7 @@ class Advice:
             "fast_tier": self.fast_tier.to_dict(), "capacity": self.capacity,
             "current_time": self.current_time, "expected_time": self.expected_time, "summary": self.summary(),
             "predicted_saving": self.saving(self.chosen), "bytes": self.bytes(self.chosen),
-            "predicted_job_saving": self.job_saving, "job": self.job, "input_wait": self.input_wait,
+            "predicted_job_saving": self.job_saving, "job": self.job, "job_input_wait": self.job_input_wait,
             "predicted_saving_range": list(self.saving_range(self.chosen)),
             "confidence": self.confidence(self.chosen),
             "selection": [{"name": r.name, "files": int(r.files), "of_files": int(r.of_files),
@@ -369,7 +369,7 @@ def recommend(snap: Snapshot, fast: T.Tier, capacity: Optional[int] = None, *, t
     advice = Advice(fast, capacity, costs, chosen, baselines, found, granularity, source,
                     TI.left_out(costs["path"].tolist(), costs["size"].to_numpy(), why))
     if steps is not None and len(steps):
-        advice.input_wait = job_time.input_wait_of(steps)
+        advice.job_input_wait = job_time.input_wait_of(steps)
         if step_files is not None and len(step_files) and len(costs):
             advice.job = job_time.predict(costs, steps, step_files, np.asarray(_stageable(costs), dtype=bool),
                                           {"chosen": chosen, **baselines})

@@ -1,8 +1,9 @@
 """Did staging pay? A run before staging against a run after it: what the
 user waits for first (the job's time by job_time.py's rule, beside the
 plan's predicted job-time saving and their ratio; step time, and the
-training's and the window's length), then the staged files' I/O time,
-which is summed over threads and ranks and so can exceed the wall time it
+training's and the window's length), then the staged files' input I/O
+time (time_in_calls.input_io_time: reads and metadata calls), which is
+summed over threads and ranks and so can exceed the wall time it
 overlaps."""
 from __future__ import annotations
 
@@ -14,23 +15,25 @@ import pandas as pd
 from tfdarshan.advice import job_time
 from tfdarshan.capture import served as SV
 from tfdarshan.capture.snapshot import Snapshot
-from tfdarshan.logs import input_wait
+from tfdarshan.measures import input_wait
+from tfdarshan.measures.bandwidth import bandwidth
+from tfdarshan.measures.time_in_calls import input_io_time, parts_of
 
 
 def compare_runs(before: Snapshot, after: Snapshot, mapping: Dict[str, str],
                  predicted: Optional[float]) -> Dict:
-    """Predicted against achieved: the staged files' I/O time in the run
+    """Predicted against achieved: the staged files' input I/O time in the run
     before (at their sources) and after (at their copies: read by their own
     paths, or served in place of their sources by the shim, when every open
     of them was)."""
-    def io_time(snap, paths):
+    def input_time(snap, paths):
         p = snap.posix[snap.posix["path"].isin(paths)]
-        return float((p["POSIX_F_READ_TIME"] + p["POSIX_F_META_TIME"]).sum()), int(p["POSIX_BYTES_READ"].sum())
+        return float(input_io_time(parts_of(p, "POSIX")).sum()), int(p["POSIX_BYTES_READ"].sum())
 
-    def bandwidth(snap):
+    def read_bandwidth(snap):
         p = snap.posix[snap.posix["POSIX_READS"] > 0]
-        t = float(p["POSIX_F_READ_TIME"].sum())
-        return float(p["POSIX_BYTES_READ"].sum()) / t if t > 0 else 0.0
+        bw = bandwidth(p["POSIX_BYTES_READ"].sum(), p["POSIX_F_READ_TIME"].sum())
+        return bw if bw == bw else 0.0          # no read time: 0, as the report prints it
 
     def read_in(snap, paths):
         p = snap.posix[snap.posix["path"].isin(paths) & (snap.posix["POSIX_BYTES_READ"] > 0)]
@@ -39,8 +42,8 @@ def compare_runs(before: Snapshot, after: Snapshot, mapping: Dict[str, str],
     served = SV.frame(after.meta.get("served"))
     served_throughout = set(served.loc[served["throughout"], "path"]) & set(mapping)
     copies = set(mapping.values())
-    t_before, b_before = io_time(before, set(mapping))
-    t_after, b_after = io_time(after, copies | served_throughout)
+    t_before, b_before = input_time(before, set(mapping))
+    t_after, b_after = input_time(after, copies | served_throughout)
     achieved = t_before - t_after
     predicted = float(predicted) if predicted is not None else None
     return {"staged_files": len(mapping), "before_time": t_before, "after_time": t_after,
@@ -50,7 +53,8 @@ def compare_runs(before: Snapshot, after: Snapshot, mapping: Dict[str, str],
             "served": SV.summary(after.meta.get("served")),
             "predicted_saving": predicted, "achieved_saving": achieved,
             "achieved_over_predicted": achieved / predicted if predicted else None,
-            "bandwidth_before": bandwidth(before), "bandwidth_after": bandwidth(after)}
+            # read bandwidth (bytes read / time in reads) of every file read
+            "bandwidth_before": read_bandwidth(before), "bandwidth_after": read_bandwidth(after)}
 
 
 def wall_times(snap: Snapshot, steps: Optional[pd.DataFrame]) -> Dict:
@@ -93,7 +97,7 @@ def served_label(s: Dict) -> str:
     """What serving staged copies did, in one line (SV.summary's figures):
     "served from /dev/shm: 160 opens, 1.0 GiB"; files partly served and
     fallbacks to the source after an error on a copy are named after it."""
-    from tfdarshan.advice.file_table import human_bytes
+    from tfdarshan.measures.human import human_bytes
     if not s.get("opens") and not s.get("stats"):
         why = ", ".join(f"{n} {reason}" for reason, n in (s.get("not_served") or {}).items())
         return "served from staged copies: none" + (f" ({why})" if why else "")

@@ -40,6 +40,7 @@ from tfdarshan.advice import tiers as T
 from tfdarshan.capture import mounts as M
 from tfdarshan.capture.arrow_text import arrow_paths
 from tfdarshan.capture.snapshot import Snapshot
+from tfdarshan.measures.time_in_calls import input_io_time, parts_of
 
 COLUMNS = ["path", "size", "tier", "opens", "stats", "reads", "bytes_read", "read_time", "meta_time",
            "current_time", "expected_time", "expected_low", "expected_high", "peers", "predicted_time",
@@ -150,7 +151,7 @@ def _measured_costs(snap: Snapshot, fast: T.Tier, tiers: Sequence[T.Tier]) -> pd
     p = p[p["POSIX_READS"] > 0]
     sizes = _sizes(snap, p)
     opens, stats, reads = (p[c].to_numpy(np.float64) for c in ("POSIX_OPENS", "POSIX_STATS", "POSIX_READS"))
-    current = p["POSIX_F_READ_TIME"].to_numpy() + p["POSIX_F_META_TIME"].to_numpy()
+    current = input_io_time(parts_of(p, "POSIX")).to_numpy()
     mounts = [M.Mount(m, t) for m, t in snap.meta.get("mounts") or []] or M.current()
     paths = p["path"]
     # the paths as Arrow text once: the mount and fast-tier tests both take it

@@ -167,7 +167,7 @@ def report(plans: Optional[Dict]) -> str:
     if not plans:
         return ""
     from tfdarshan.advice import job_time
-    from tfdarshan.advice.file_table import human_bytes, human_time
+    from tfdarshan.measures.human import human_bytes, human_time
     cp, m = plans["critical_path"], plans["model"]
     chosen = "critical-path" if plans["objective"] == "critical-path" else "total"
 

@@ -12,15 +12,17 @@ import pandas as pd
 
 from tfdarshan.advice import tiers as T
 from tfdarshan.advice.advisor import Finding
-from tfdarshan.advice.file_table import human_bytes
+from tfdarshan.measures.human import human_bytes, percent
 from tfdarshan.capture import mounts as M
+from tfdarshan.measures import input_wait as W
+from tfdarshan.measures.time_in_calls import FILE_TIME, file_time
 
 MIN_RANKS = 4               # fewer ranks: no median worth comparing against
 STRAGGLER_RATIO = 1.5       # input wait above 1.5x the median rank's ...
 STRAGGLER_POINTS = 0.10     # ... and at least 10 points of step time above it
 EXPLAINS = 1.5              # a straggler reading 1.5x the median's bytes or opens: its files explain it
 HOT_SHARE_OF_RANKS = 0.75   # a file read by at least 3 ranks in 4 ...
-HOT_SHARE_OF_TIME = 0.05    # ... that costs at least 5 % of all ranks' I/O time
+HOT_SHARE_OF_TIME = 0.05    # ... that costs at least 5 % of all ranks' time in file calls (file_time)
 IMBALANCE = 1.5             # the heaviest rank reads 1.5x the median rank's bytes
 STORM = 0.5                 # opens/s demanded at half the tier's measured rate: WARN; at it: HIGH
 UNJUDGED_RATE = 1000        # opens/s that deserve a probe when the tier's rate is unknown
@@ -51,30 +53,31 @@ def rank_findings(tables: Dict[str, pd.DataFrame], tiers: Sequence[T.Tier] = (),
 
 
 def main_mounts(rank_mounts: pd.DataFrame) -> pd.DataFrame:
-    """Per rank, the mount where it spent the most I/O time, with that mount's
-    bytes and time for the rank."""
-    rm = rank_mounts[(rank_mounts["io_time"] > 0) & (rank_mounts["mount"] != M.STREAMS)]
-    return rm.loc[rm.groupby("rank")["io_time"].idxmax()].set_index("rank")
+    """Per rank, the mount where it spent the most time in file calls
+    (file_time), with that mount's bytes and time for the rank."""
+    rank_mounts = rank_mounts.assign(**{FILE_TIME: file_time(rank_mounts)})
+    rm = rank_mounts[(rank_mounts[FILE_TIME] > 0) & (rank_mounts["mount"] != M.STREAMS)]
+    return rm.loc[rm.groupby("rank")[FILE_TIME].idxmax()].set_index("rank")
 
 
 def stragglers(ranks: pd.DataFrame, rank_mounts: pd.DataFrame) -> Optional[Finding]:
     """Ranks whose input wait is well above the median rank's, each with
     what explains it: its files (more bytes or opens), its tier (another
     mount), or neither (then its node)."""
-    r = ranks.dropna(subset=["input_wait"]).set_index("rank")
+    r = ranks.dropna(subset=[W.RANK_SHARE]).set_index("rank")
     if len(r) < MIN_RANKS:
         return None
-    median = float(r["input_wait"].median())
-    slow = r[(r["input_wait"] >= STRAGGLER_RATIO * median) & (r["input_wait"] >= median + STRAGGLER_POINTS)]
+    median = float(r[W.RANK_SHARE].median())
+    slow = r[(r[W.RANK_SHARE] >= STRAGGLER_RATIO * median) & (r[W.RANK_SHARE] >= median + STRAGGLER_POINTS)]
     if slow.empty:
         return None
     main = main_mounts(rank_mounts)
     usual = main["mount"].mode().iat[0] if len(main) else ""
     typical = main[main["mount"] == usual]
-    per_byte = float((typical["io_time"] / typical["bytes_read"].clip(lower=1)).median()) if len(typical) else 0.0
+    per_byte = float((typical[FILE_TIME] / typical["bytes_read"].clip(lower=1)).median()) if len(typical) else 0.0
     med_bytes, med_opens = float(r["bytes_read"].median()), float(r["opens"].median())
     why, causes = {}, set()
-    for rank, x in slow.sort_values("input_wait", ascending=False).iterrows():
+    for rank, x in slow.sort_values(W.RANK_SHARE, ascending=False).iterrows():
         reasons = []
         if x["bytes_read"] >= EXPLAINS * max(med_bytes, 1):
             reasons.append(("files", f"reads {x['bytes_read'] / max(med_bytes, 1):.1f}x the median rank's bytes"))
@@ -84,49 +87,50 @@ def stragglers(ranks: pd.DataFrame, rank_mounts: pd.DataFrame) -> Optional[Findi
         if m is not None and m["mount"] != usual:
             reasons.append(("tier", f"reads mostly from {m['mount']} ({m['fstype'] or '?'}), most ranks from "
                                     f"{usual}"))
-        elif m is not None and per_byte > 0 and m["io_time"] / max(m["bytes_read"], 1) >= 2 * per_byte:
-            reasons.append(("node", f"its reads on {usual} take {m['io_time'] / max(m['bytes_read'], 1) / per_byte:.1f}x "
+        elif m is not None and per_byte > 0 and m[FILE_TIME] / max(m["bytes_read"], 1) >= 2 * per_byte:
+            reasons.append(("node", f"its reads on {usual} take {m[FILE_TIME] / max(m['bytes_read'], 1) / per_byte:.1f}x "
                                     f"the usual time per byte"))
         if not reasons:
             reasons.append(("node", "neither its files nor its tier differ from the median rank's"))
         causes.update(c for c, _ in reasons)
-        why[int(rank)] = {"input_wait": float(x["input_wait"]), "host": str(x["host"]),
+        why[int(rank)] = {W.RANK_SHARE: float(x[W.RANK_SHARE]), "host": str(x["host"]),
                           "explained_by": sorted({c for c, _ in reasons}), "why": "; ".join(t for _, t in reasons)}
     named = list(why.items())[:5]
     fixes = {"files": "give every rank an equal share of the data (see shard imbalance)",
              "tier": "read every rank's input from the same tier, or stage the slow tier's files "
                      "(tfdarshan recommend --per-node)",
              "node": "look at the named nodes (other jobs, CPU or memory pressure, a slower disk)"}
-    worst = max(w["input_wait"] for w in why.values())
+    worst = max(w[W.RANK_SHARE] for w in why.values())
     return Finding(
         "HIGH" if worst - median >= 0.25 else "WARN", f"{len(why)} straggling rank{'s' if len(why) > 1 else ''}",
-        f"median rank waits {100 * median:.1f} % of its step time on file I/O; "
-        + "; ".join(f"rank {k} (host {w['host']}) {100 * w['input_wait']:.1f} %: {w['why']}" for k, w in named)
+        f"median rank waits {percent(median)} of its step time on file I/O; "
+        + "; ".join(f"rank {k} (host {w['host']}) {percent(w[W.RANK_SHARE])}: {w['why']}" for k, w in named)
         + (f"; and {len(why) - len(named)} more" if len(why) > len(named) else "") + ".",
         "In synchronous training every step waits for the slowest rank: " + "; ".join(
             fixes[c] for c in ("files", "tier", "node") if c in causes) + ".",
-        {"median_input_wait": median, "stragglers": why, "usual_mount": usual})
+        {f"median_{W.RANK_SHARE}": median, "stragglers": why, "usual_mount": usual})
 
 
 def hot_spot(files: pd.DataFrame, n_ranks: int) -> Optional[Finding]:
     """The file read by the most ranks, when most ranks read it and it costs
-    a noticeable share of the job's I/O time."""
+    a noticeable share of the job's time in file calls."""
+    files = files.assign(**{FILE_TIME: file_time(files)})
     read = files[files["bytes_read"] > 0]
-    total = float(files["io_time"].sum())
-    hot = read[(read["ranks"] >= HOT_SHARE_OF_RANKS * n_ranks) & (read["io_time"] >= HOT_SHARE_OF_TIME * total)]
+    total = float(files[FILE_TIME].sum())
+    hot = read[(read["ranks"] >= HOT_SHARE_OF_RANKS * n_ranks) & (read[FILE_TIME] >= HOT_SHARE_OF_TIME * total)]
     if hot.empty or total <= 0:
         return None
-    top = hot.sort_values(["ranks", "io_time"], ascending=False).iloc[0]
-    share = float(top["io_time"]) / total
+    top = hot.sort_values(["ranks", FILE_TIME], ascending=False).iloc[0]
+    share = float(top[FILE_TIME]) / total
     return Finding(
         "HIGH" if share >= 0.25 else "WARN", "A file most ranks read (shared-file hot spot)",
         f"{top['path']} is read by {int(top['ranks'])} of {n_ranks} ranks: {human_bytes(top['bytes_read'])} in "
-        f"all, {100 * share:.0f} % of the job's I/O time"
+        f"all, {percent(share, 0)} of the job's time in file calls"
         + (f"; {len(hot) - 1} more files are read this widely" if len(hot) > 1 else "") + ".",
         "Every rank pulls it from the same storage at once: copy it once to each node's local tier "
         "(tfdarshan recommend --per-node puts it in every node's plan), or read it once per node and share it.",
         {"path": str(top["path"]), "ranks": int(top["ranks"]), "of_ranks": n_ranks,
-         "bytes_read": int(top["bytes_read"]), "share_of_io_time": share, "files_this_shared": int(len(hot))})
+         "bytes_read": int(top["bytes_read"]), f"share_of_{FILE_TIME}": share, "files_this_shared": int(len(hot))})
 
 
 def imbalance(ranks: pd.DataFrame) -> Optional[Finding]:

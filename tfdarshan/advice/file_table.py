@@ -10,6 +10,10 @@ from tfdarshan.capture import counters as C
 from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
 from tfdarshan.capture.snapshot import Snapshot
+from tfdarshan.measures import time_in_calls as T
+from tfdarshan.measures.bandwidth import bandwidth
+# re-exported for the modules that still import them from here (their one definition is measures/human.py)
+from tfdarshan.measures.human import human_bytes, human_time, percent  # noqa: F401
 
 
 COLUMNS = ["path", "interface", "tier", "bytes_read", "bytes_written", "reads", "writes", "opens", "stats",
@@ -22,8 +26,8 @@ def file_table(snap: Snapshot, mount_table: Optional[Iterable[M.Mount]] = None) 
     """One row per file and interface (POSIX, STDIO): what a user asks
     first about their input. The rows add up to the session's totals.
 
-    bandwidth = bytes moved / time spent in reads and writes (Darshan's
-    per-file I/O time); metadata time (open, stat, seek, close) is separate.
+    bandwidth = bytes moved / data_time, the time spent in reads and writes
+    (measures/bandwidth.py); metadata time (open, stat, seek, close) is separate.
     A figure nobody counted is NaN, not 0: STDIO has no stat or sequential
     counters, and a Darshan log shows 0-byte reads only through its trace.
     Darshan's columns hold Darshan's counters only; kernel-side copies and
@@ -66,8 +70,8 @@ def _rows(p: pd.DataFrame, module: str, snap: Snapshot) -> pd.DataFrame:
         col = f"{module}_{name}"
         return p[col].astype(np.float64) if col in p else pd.Series(np.nan, index=p.index)
 
-    io_time = c("F_READ_TIME") + c("F_WRITE_TIME")
     kernel = _kernel_columns(snap, p, module)
+    times = {part: c(counter) for part, counter in T.DARSHAN.items()}     # read_time, write_time, meta_time
     zero = pd.Series(np.nan, index=p.index)
     if module == "POSIX" and snap.meta.get("zero_reads_known", True):
         counted = snap.extra.set_index("record_id")["ZERO_READS"] if len(snap.extra) else pd.Series(dtype=np.int64)
@@ -86,8 +90,8 @@ def _rows(p: pd.DataFrame, module: str, snap: Snapshot) -> pd.DataFrame:
         "bytes_read": p[f"{module}_BYTES_READ"], "bytes_written": p[f"{module}_BYTES_WRITTEN"],
         "reads": p[f"{module}_READS"], "writes": p[f"{module}_WRITES"], "opens": p[f"{module}_OPENS"],
         "stats": c("STATS"),
-        "read_time": c("F_READ_TIME"), "write_time": c("F_WRITE_TIME"), "meta_time": c("F_META_TIME"),
-        "bandwidth": np.where(io_time > 0, moved / io_time.where(io_time > 0, 1), np.nan),
+        **times,
+        "bandwidth": bandwidth(moved, T.data_time(times)),
         "mean_request": np.where(ops > 0, moved / ops.where(ops > 0, 1), np.nan),
         "seq_fraction": np.where(follow_ons > 0, seq / follow_ons.where(follow_ons > 0, 1), np.nan),
         "zero_reads": zero, **kernel,
@@ -123,29 +127,6 @@ def tiers_of(paths: pd.Series, mounts) -> list:
     return out.where(~paths.isin(M.STREAM_PATHS), M.STREAMS).tolist()
 
 
-def human_bytes(n: float) -> str:
-    if n is None or (isinstance(n, float) and np.isnan(n)):
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n}"
-
-
-def human_time(s: float) -> str:
-    if s is None or (isinstance(s, float) and np.isnan(s)):
-        return "-"
-    a = abs(s)
-    if 0 < a < 1e-5:                # a cached call: "0 µs" would say it costs nothing
-        return f"{s * 1e6:.1f} µs"
-    if a < 1e-3:
-        return f"{s * 1e6:.0f} µs"
-    if a < 1:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s:.2f} s"
-
-
 def render_text(table: pd.DataFrame, limit: int = 20, width: int = 60) -> str:
     """The per-file table for a terminal: the busiest files first."""
     if table.empty:
@@ -156,7 +137,7 @@ def render_text(table: pd.DataFrame, limit: int = 20, width: int = 60) -> str:
         rows.append([path, r.tier, human_bytes(r.bytes_read), f"{r.reads}",
                      human_bytes(r.mean_request), f"{r.read_time * 1e3:.2f}",
                      "-" if np.isnan(r.bandwidth) else f"{r.bandwidth / 2**20:.0f}",
-                     "-" if np.isnan(r.seq_fraction) else f"{100 * r.seq_fraction:.0f}%",
+                     "-" if np.isnan(r.seq_fraction) else percent(r.seq_fraction, 0),
                      "?" if np.isnan(r.zero_reads) else f"{r.zero_reads:.0f}", f"{r.opens}", r.interface,
                      _beyond(r)])
     head = ["file", "tier", "read", "reads", "mean req", "read ms", "MiB/s", "seq", "0-len", "opens", "via",
@@ -168,10 +149,10 @@ def render_text(table: pd.DataFrame, limit: int = 20, width: int = 60) -> str:
     if len(table) > limit:
         lines.append(f"... and {len(table) - limit} more files")
     total_read = table["bytes_read"].sum()
-    total_time = table["read_time"].sum()
+    read_seconds = table["read_time"].sum()
     lines.append(f"{len(table)} files, {human_bytes(total_read)} read in {table['reads'].sum()} reads, "
-                 f"{total_time:.3f} s in reads"
-                 + (f" ({total_read / total_time / 2**20:.0f} MiB/s)" if total_time > 0 else ""))
+                 f"{read_seconds:.3f} s in reads"
+                 + (f" ({bandwidth(total_read, read_seconds) / 2**20:.0f} MiB/s)" if read_seconds > 0 else ""))
     lines.append("mean req and seq count data reads only (not the 0-byte read at a file's end); "
                  "'?' is a figure the log does not hold")
     if (table["copy_bytes_read"] + table["copy_bytes_written"] + table["mmap_bytes"]).sum() > 0:

@@ -1,7 +1,7 @@
 """What staging saves the job in wall time, and what the figure rests on.
 
 From the step series of every process (rank): per (rank, step) its length
-d and its input wait W (logs/input_wait.py: the wall time a read or
+d and its input wait W (measures/input_wait.py: the wall time a read or
 metadata call was in flight, on any thread; a series without that measure
 gives the summed time capped at the step, and the figure says so), and per
 (file, rank, step) what staging the file saves in time inside calls (the
@@ -42,7 +42,8 @@ from typing import Dict, Optional
 import numpy as np
 import pandas as pd
 
-from tfdarshan.logs import input_wait
+from tfdarshan.measures import input_wait
+from tfdarshan.measures.time_in_calls import input_io_time
 
 OWN_PACE, LOCKSTEP = "own pace", "lockstep"
 # ranks whose steps end within this share of a step of each other (by the clock; else whose steps last
@@ -71,7 +72,7 @@ def step_cells(steps: pd.DataFrame, process: str = "host") -> pd.DataFrame:
     ends = (c[ORIGIN] + c["end"]).to_numpy(np.float64) if ORIGIN in c else np.full(len(c), np.nan)
     cells = pd.DataFrame({"process": c[process].astype(str).to_numpy(), "step": c["step"].to_numpy(np.int64),
                           "duration": c["duration"].to_numpy(np.float64), "wait": c["wait"].to_numpy(np.float64),
-                          "summed": (c["read_time"] + c["meta_time"]).to_numpy(np.float64), "ends": ends})
+                          "summed": input_io_time(c).to_numpy(np.float64), "ends": ends})
     if cells.duplicated(["process", "step"]).any():
         # a process whose series numbers a step twice (two windows, or a step
         # marked again): one cell, as the per-file rows of both are keyed alike
@@ -250,7 +251,7 @@ def model(costs: pd.DataFrame, steps: pd.DataFrame, step_files: pd.DataFrame, ca
 
 def at_most(m: Dict) -> str:
     """What a prediction from model `m` (JobModel.to_dict) can never exceed, in words."""
-    from tfdarshan.advice.file_table import human_time
+    from tfdarshan.measures.human import human_time
     return f"at most {WAITED[m['mode']]} {human_time(m['slowest_wait'])}, measured as {m['bound']}"
 
 

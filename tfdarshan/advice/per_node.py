@@ -19,7 +19,7 @@ import pandas as pd
 
 from tfdarshan.advice import advisor
 from tfdarshan.advice import tiers as T
-from tfdarshan.advice.file_table import human_bytes, human_time
+from tfdarshan.measures.human import human_bytes, human_time
 from tfdarshan.capture.snapshot import Snapshot
 
 

@@ -9,14 +9,14 @@ import json
 import numpy as np
 
 from tfdarshan.advice.advisor import Advice
-from tfdarshan.advice.file_table import human_bytes, human_time
+from tfdarshan.measures.human import human_bytes, human_time
 from tfdarshan.advice.per_node import NodePlans
 
 
 def render_text(a: Advice) -> str:
     lines = [a.summary(), ""]
-    if a.input_wait:
-        lines += [a.input_wait["line"], ""]
+    if a.job_input_wait:
+        lines += [a.job_input_wait["line"], ""]
     if a.plans:
         lines += [a.plans["report"], ""]
     sel = a.selection()

@@ -32,12 +32,13 @@ from tfdarshan.analysis import file_tree, tables
 from tfdarshan.analysis.engine import engine
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import live_log, skipping
+from tfdarshan.measures.time_in_calls import PARTS
 
 TABLES = ("files", "ranks", "steps", "mounts", "rank_mounts")
 SKIPPED = "skipped.json"        # the logs left out as unreadable, and why
 SCHEMA = "schema.json"          # each table's columns and their types, as written
 # the tables' layout: tables of another version are built again
-VERSION = "5"
+VERSION = "6"
 GROUPS = 32                     # about this many tasks read the logs (progress in as many steps)
 PAIRS_A_BUCKET = 64 * 10_000    # (rank, file) values one merge task sorts, roughly
 Progress = Callable[[str, int, int], None]      # (stage, done, total), as cli/progress.py takes it
@@ -173,7 +174,7 @@ def _per_mount(rank_mounts: pd.DataFrame, files_per_mount: pd.Series) -> pd.Data
     ranks read is one file of its mount, not the ranks' counts summed)."""
     distinct = files_per_mount.groupby(level=0).sum().rename("files")
     return rank_mounts.groupby("mount").agg(
-        {"fstype": "first", "bytes_read": "sum", "bytes_written": "sum", "io_time": "sum",
+        {"fstype": "first", "bytes_read": "sum", "bytes_written": "sum", **dict.fromkeys(PARTS, "sum"),
          "opens": "sum"}).join(distinct).reset_index()
 
 

@@ -6,7 +6,7 @@ its rows of the table (merge). Only numpy arrays travel between the two.
 Sums, the ranks touching a file, and its path and mount (those of the
 lowest rank holding it, as before) are reduced in the groups. The exact
 min/median/max over ranks need every rank's value of a file, so each piece
-also carries the (id, bytes, I/O time) of every file a rank touched, sorted
+also carries the (id, bytes, time in file calls) of every file a rank touched, sorted
 by id: 24 bytes per rank and file, no more than the records that were
 read, and each bucket's merge sorts only its share of them. A median kept
 as a sketch would be smaller, but not the tables of before."""
@@ -21,14 +21,16 @@ import pyarrow as pa
 
 from tfdarshan.analysis.tables import KERNEL_SUMS, RankFiles
 from tfdarshan.capture.arrow_text import arrow_paths
+from tfdarshan.measures.time_in_calls import FILE_TIME, PARTS, file_time
 
 # the per-file table's columns and their types (Arrow strings: what Parquet and the readers keep)
 FILE_TABLE = {"path": "string[pyarrow]", "mount": "string[pyarrow]", "bytes_read": "int64",
-              "bytes_written": "int64", "io_time": "float64", "opens": "int64", "ranks": "int64",
+              "bytes_written": "int64", **{part: "float64" for part in PARTS}, "opens": "int64", "ranks": "int64",
               "bytes_min": "int64", "bytes_median": "float64", "bytes_max": "int64",
-              "io_time_min": "float64", "io_time_median": "float64", "io_time_max": "float64",
+              # over ranks, each rank's file_time (reads + writes + metadata) of the file
+              f"{FILE_TIME}_min": "float64", f"{FILE_TIME}_median": "float64", f"{FILE_TIME}_max": "float64",
               **{c: "int64" for c in KERNEL_SUMS}}
-_SUMS = ("bytes_read", "bytes_written", "io_time", "opens", "ranks", *KERNEL_SUMS)
+_SUMS = ("bytes_read", "bytes_written", *PARTS, "opens", "ranks", *KERNEL_SUMS)
 
 
 @dataclasses.dataclass
@@ -41,7 +43,7 @@ class Piece:
     sums: Dict[str, np.ndarray]     # _SUMS over the group's ranks
     pair_ids: np.ndarray        # uint64, sorted: one entry per rank and file
     pair_bytes: np.ndarray      # int64: bytes read and written by that rank
-    pair_io: np.ndarray         # float64: its I/O time
+    pair_time: np.ndarray       # float64: its file_time
 
 
 def bucket_of(ids: np.ndarray, buckets: int) -> np.ndarray:
@@ -67,7 +69,9 @@ def combine(ranks: Sequence[RankFiles], buckets: int) -> List[Piece]:
     order = np.argsort(ids, kind="stable")
     ids = ids[order]
     starts = _group_starts(ids)
-    values = {c: cat(c)[order] for c in ("bytes_read", "bytes_written", "io_time", "opens")}
+    values = {c: cat(c)[order] for c in ("bytes_read", "bytes_written", "opens")}
+    for c in PARTS:
+        values[c] = (np.concatenate([r.times[c] for r in ranks]) if ranks else np.zeros(0, dtype=np.float64))[order]
     values["ranks"] = np.ones(len(ids), dtype=np.int64)
     for c in KERNEL_SUMS:
         values[c] = (np.concatenate([r.kernel[c] for r in ranks]) if ranks else np.zeros(0, dtype=np.int64))[order]
@@ -75,13 +79,14 @@ def combine(ranks: Sequence[RankFiles], buckets: int) -> List[Piece]:
     file_ids = ids[starts]
     paths, mounts, first = cat("paths")[order][starts], cat("mounts")[order][starts], rank[order][starts]
     pair_bytes = values["bytes_read"] + values["bytes_written"]
+    pair_time = file_time(values)
     file_bucket, pair_bucket = bucket_of(file_ids, buckets), bucket_of(ids, buckets)
     pieces = []
     for b in range(buckets):
         f, p = file_bucket == b, pair_bucket == b
         pieces.append(Piece(file_ids[f], arrow_paths(paths[f], pa.large_string())[0],
                             arrow_paths(mounts[f], pa.large_string())[0], first[f], {c: v[f] for c, v in sums.items()},
-                            ids[p], pair_bytes[p], values["io_time"][p]))
+                            ids[p], pair_bytes[p], pair_time[p]))
     return pieces
 
 
@@ -123,9 +128,9 @@ def merge(pieces: Sequence[Piece]) -> pd.DataFrame:
             not np.array_equal(pair_ends - pair_starts, sums["ranks"]):
         raise AssertionError("per-file tree: the pieces' files and their ranks' values disagree")
     b_min, b_med, b_max = _spread(np.concatenate([p.pair_bytes for p in pieces])[pair_order], pair_starts, pair_ends)
-    t_min, t_med, t_max = _spread(np.concatenate([p.pair_io for p in pieces])[pair_order], pair_starts, pair_ends)
+    t_min, t_med, t_max = _spread(np.concatenate([p.pair_time for p in pieces])[pair_order], pair_starts, pair_ends)
     text = lambda field: pd.arrays.ArrowStringArray(pick(field).cast(pa.string()))     # noqa: E731
     table = pd.DataFrame({"path": text("paths"), "mount": text("mounts"), **sums,
                           "bytes_min": b_min, "bytes_median": b_med, "bytes_max": b_max,
-                          "io_time_min": t_min, "io_time_median": t_med, "io_time_max": t_max})
+                          f"{FILE_TIME}_min": t_min, f"{FILE_TIME}_median": t_med, f"{FILE_TIME}_max": t_max})
     return table[list(FILE_TABLE)].astype(FILE_TABLE)

@@ -15,11 +15,14 @@ import pandas as pd
 from tfdarshan.capture import counters as C
 from tfdarshan.capture import kernel_io as K
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logs import input_wait
+from tfdarshan.measures import input_wait as W
+from tfdarshan.measures.time_in_calls import DARSHAN, PARTS
 from tfdarshan.logs.series import SETUP_STEP
 
+# time in file calls: its parts apart (measures/time_in_calls.py), never one "I/O time"
+TIMES = {part: "float64" for part in PARTS}
 FILE_ROWS = {"path": "object", "mount": "object", "rank": "int64", "bytes_read": "int64",
-             "bytes_written": "int64", "io_time": "float64", "opens": "int64"}
+             "bytes_written": "int64", **TIMES, "opens": "int64"}
 # what Darshan's counters cannot see, per file and summed over ranks (kernel_io.py):
 # kernel-side copies and mapped reads (an estimate), by the step series' names
 # (the *_once columns: each copy once, on its source else its destination, so that
@@ -28,16 +31,16 @@ KERNEL_SUMS = ("copy_bytes_read", "copy_bytes_written", "mmap_bytes", "copy_file
                "splice_bytes", *K.SERIES_ONCE.values())
 # the rank's coverage record (capture/coverage.py), NaN without one
 COVERAGE = ("counted_bytes", "kernel_bytes", "excluded_bytes")
-# input_wait (a share, per rank) and a step's input_wait (seconds) are input_wait.py's:
-# wait_time and step_time are the sums over the rank's counted steps
+# input wait (measures/input_wait.py): a rank's share (RANK_SHARE) is its WAIT_TIME over its
+# STEP_TIME, both summed over its counted steps; a step's WAIT_TIME is that step's seconds
 RANK_ROWS = {"rank": "int64", "log": "object", "host": "object", "files": "int64", "bytes_read": "int64",
-             "bytes_written": "int64", "io_time": "float64", "step_time": "float64", "wait_time": "float64",
-             "input_wait": "float64", "opens": "int64", "duration": "float64", "setup_time": "float64",
+             "bytes_written": "int64", **TIMES, W.STEP_TIME: "float64", W.WAIT_TIME: "float64",
+             W.RANK_SHARE: "float64", "opens": "int64", "duration": "float64", "setup_time": "float64",
              "setup_bytes": "int64", "partial": "bool", **{c: "float64" for c in COVERAGE}}
-STEP_ROWS = {"step": "int64", "rank": "int64", "bytes_read": "int64", "io_time": "float64",
-             "input_wait": "float64", "duration": "float64", "counted": "bool"}
+STEP_ROWS = {"step": "int64", "rank": "int64", "bytes_read": "int64", "bytes_written": "int64", **TIMES,
+             W.WAIT_TIME: "float64", "duration": "float64", "counted": "bool"}
 MOUNT_ROWS = {"mount": "object", "fstype": "object", "rank": "int64", "files": "int64", "bytes_read": "int64",
-              "bytes_written": "int64", "io_time": "float64", "opens": "int64"}
+              "bytes_written": "int64", **TIMES, "opens": "int64"}
 
 
 def empty(schema: Dict[str, str]) -> pd.DataFrame:
@@ -61,9 +64,9 @@ class RankFiles:
     mounts: np.ndarray          # object
     bytes_read: np.ndarray      # int64
     bytes_written: np.ndarray   # int64
-    io_time: np.ndarray         # float64
     opens: np.ndarray           # int64
     kernel: Dict[str, np.ndarray]   # KERNEL_SUMS: int64 each
+    times: Dict[str, np.ndarray]    # time in calls, PARTS apart: float64 each
 
 
 # a record whose id the name region does not name: keyed (and shown) as the path ""
@@ -87,14 +90,14 @@ def reduce_log(log: str, rank: int) -> Tuple[RankFiles, Dict[str, object]]:
                              np.array(M.points_of(paths, mounts), dtype=object)) if len(paths) else paths
     steps = _steps(pathlib.Path(log), rank)
     real = steps[steps["counted"]]
-    step_time, wait_time = float(real["duration"].sum()), float(real["input_wait"].sum())
+    step_time, wait_time = float(real["duration"].sum()), float(real[W.WAIT_TIME].sum())
     setup = steps[steps["step"] == SETUP_STEP]
     rank_row = {
         "rank": rank, "log": pathlib.Path(log).name[: -len(".darshan")], "host": str(meta.get("hostname") or ""),
         "files": len(paths), "bytes_read": int(rows["bytes_read"].sum()),
         "bytes_written": int(rows["bytes_written"].sum()),
-        "io_time": float(rows["io_time"].sum()), "step_time": step_time, "wait_time": wait_time,
-        "input_wait": input_wait.share(wait_time, step_time) if step_time > 0 else np.nan,
+        **{part: float(rows[part].sum()) for part in PARTS}, W.STEP_TIME: step_time, W.WAIT_TIME: wait_time,
+        W.RANK_SHARE: W.share(wait_time, step_time) if step_time > 0 else np.nan,
         "opens": int(rows["opens"].sum()), "duration": float(meta.get("end", 0.0)) - float(meta.get("start", 0.0)),
         "setup_time": float(setup["duration"].sum()) if len(setup) else np.nan,
         "setup_bytes": int(setup["bytes_read"].sum()), "partial": is_partial(meta),
@@ -106,7 +109,7 @@ def reduce_log(log: str, rank: int) -> Tuple[RankFiles, Dict[str, object]]:
                 "fstype": np.array([fstypes.get(p, "") for p in points], dtype=object),
                 "rank": np.full(len(points), rank, dtype=np.int64),
                 "files": np.bincount(codes, minlength=len(points)).astype(np.int64)}
-    for c in ("bytes_read", "bytes_written", "io_time", "opens"):
+    for c in ("bytes_read", "bytes_written", *PARTS, "opens"):
         by_mount[c] = np.zeros(len(points), dtype=rows[c].dtype)
         np.add.at(by_mount[c], codes, rows[c])
     return _per_id(rank, rows), {"ranks": rank_row, "steps": steps, "mounts": by_mount}
@@ -131,8 +134,8 @@ def _per_id(rank: int, rows: Dict[str, np.ndarray]) -> RankFiles:
     first = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.zeros(0, dtype=np.int64)
     total = lambda c: np.add.reduceat(rows[c][order], first) if len(first) else rows[c][:0]   # noqa: E731
     return RankFiles(rank, ids[first], rows["path"][order][first], rows["mount"][order][first],
-                     total("bytes_read"), total("bytes_written"), total("io_time"), total("opens"),
-                     {c: total(c) for c in KERNEL_SUMS})
+                     total("bytes_read"), total("bytes_written"), total("opens"),
+                     {c: total(c) for c in KERNEL_SUMS}, {c: total(c) for c in PARTS})
 
 
 def _with_kernel_files(rows: Dict[str, np.ndarray], log: pathlib.Path) -> Dict[str, np.ndarray]:
@@ -195,7 +198,7 @@ def _kernel_files(log: pathlib.Path):
 
 def _records(log: str) -> Tuple[Dict[str, np.ndarray], dict]:
     """A log's POSIX then STDIO records as columns {"id", "path", "bytes_read",
-    "bytes_written", "io_time", "opens"}, and its snapshot meta. Current-
+    "bytes_written", read_time, write_time, meta_time, "opens"}, and its snapshot meta. Current-
     format logs are decoded here from the two module regions alone (the
     trace and heatmap stay compressed); older ones are read by PyDarshan."""
     from tfdarshan.logs.darshan_checker import check_module_region, inspect_log
@@ -230,8 +233,8 @@ def _records(log: str) -> Tuple[Dict[str, np.ndarray], dict]:
                     "path": np.where(named, name_paths[at] if len(name_paths) else "", "").astype(object),
                     "bytes_read": c[:, ints.index(f"{module}_BYTES_READ")].astype(np.int64),
                     "bytes_written": c[:, ints.index(f"{module}_BYTES_WRITTEN")].astype(np.int64),
-                    "io_time": (fl[:, floats.index(f"{module}_F_READ_TIME")] + fl[:, floats.index(f"{module}_F_WRITE_TIME")]
-                                + fl[:, floats.index(f"{module}_F_META_TIME")]).astype(np.float64),
+                    **{part: fl[:, floats.index(f"{module}_{counter}")].astype(np.float64)
+                       for part, counter in DARSHAN.items()},
                     "opens": c[:, ints.index(f"{module}_OPENS")].astype(np.int64)})
     else:
         from tfdarshan.logs.darshan_log import read_darshan_log
@@ -244,12 +247,11 @@ def _records(log: str) -> Tuple[Dict[str, np.ndarray], dict]:
                 "id": np.where(path == "", UNNAMED, f["record_id"].to_numpy(np.uint64)), "path": path,
                 "bytes_read": f[f"{module}_BYTES_READ"].to_numpy(np.int64),
                 "bytes_written": f[f"{module}_BYTES_WRITTEN"].to_numpy(np.int64),
-                "io_time": (f[f"{module}_F_READ_TIME"] + f[f"{module}_F_WRITE_TIME"]
-                            + f[f"{module}_F_META_TIME"]).to_numpy(np.float64),
+                **{part: f[f"{module}_{counter}"].to_numpy(np.float64) for part, counter in DARSHAN.items()},
                 "opens": f[f"{module}_OPENS"].to_numpy(np.int64)})
-    cols = ("id", "path", "bytes_read", "bytes_written", "io_time", "opens")
+    cols = ("id", "path", "bytes_read", "bytes_written", *PARTS, "opens")
     if not parts:
-        return {c: np.zeros(0, dtype={"id": np.uint64, "path": object, "io_time": np.float64}.get(c, np.int64))
+        return {c: np.zeros(0, dtype={"id": np.uint64, "path": object, **dict.fromkeys(PARTS, np.float64)}.get(c, np.int64))
                 for c in cols}, meta
     return {c: np.concatenate([p[c] for p in parts]) for c in cols}, meta
 
@@ -288,8 +290,8 @@ def _steps(log: pathlib.Path, rank: int) -> pd.DataFrame:
     series = log.with_name(log.name[: -len(".darshan")] + ".steps.parquet")
     if not series.exists():
         return empty(STEP_ROWS)
-    s = input_wait.of_series(read_series(series, STEP_COLUMNS))
+    s = W.of_series(read_series(series, STEP_COLUMNS))
     return pd.DataFrame({
         "step": s["step"].astype("int64"), "rank": rank, "bytes_read": s["bytes_read"].astype("int64"),
-        "io_time": (s["read_time"] + s["write_time"] + s["meta_time"]).astype("float64"),
-        "input_wait": s["wait"], "duration": s["duration"], "counted": s["counted"]}).astype(STEP_ROWS)
+        "bytes_written": s["bytes_written"].astype("int64"), **{part: s[part].astype("float64") for part in PARTS},
+        W.WAIT_TIME: s["wait"], "duration": s["duration"], "counted": s["counted"]}).astype(STEP_ROWS)

@@ -24,7 +24,9 @@ def run(args: argparse.Namespace) -> int:
     import pathlib
     from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
     from tfdarshan.capture import mounts as M
-    from tfdarshan.logs import input_wait, live_log, skipping
+    from tfdarshan.logs import live_log, skipping
+    from tfdarshan.measures import input_wait as W
+    from tfdarshan.measures.human import percent
     from tfdarshan.logs.logdir import pick_session
     src = pathlib.Path(args.source)
     if not src.is_dir():
@@ -49,20 +51,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"tfdarshan analyze: {live_log.summary_line(r['recovered'])}", file=sys.stderr)
     if r["skipped"]:
         print(f"tfdarshan analyze: {skipping.warning_line(r['skipped'])}", file=sys.stderr)
-    ranks = read_table(session_dir, "ranks").sort_values("input_wait", ascending=False, na_position="last")
+    ranks = read_table(session_dir, "ranks").sort_values(W.RANK_SHARE, ascending=False, na_position="last")
     files = read_table(session_dir, "files")
     partial = list(ranks[ranks["partial"]]["log"])
     left_out = (f", {len(r['skipped'])} unreadable skipped" if r["skipped"] else "") + \
         (f", {len(partial)} partial ({', '.join(partial[:10])}: {live_log.WHY})" if partial else "")
     print(f"analyzed {r['ranks']} logs{left_out} in {session_dir} ({r['where']}): {len(files)} files; tables in "
           f"{session_dir / 'analysis'}")
-    waits = ranks.dropna(subset=["input_wait"])
+    waits = ranks.dropna(subset=[W.RANK_SHARE])
     if len(waits):
         # the job's figure (the tab's headline, recommend's), then each rank's own
-        share = input_wait.share(waits["wait_time"].sum(), waits["step_time"].sum())
-        print(input_wait.job_line(share, len(ranks)))
-        print(f"{input_wait.PER_RANK}, longest first: " + ", ".join(
-            f"rank {int(x.rank)} {100 * x.input_wait:.1f} %" for x in waits.head(5).itertuples()))
+        share = W.share(waits[W.WAIT_TIME].sum(), waits[W.STEP_TIME].sum())
+        print(W.job_line(share, len(ranks)))
+        print(f"{W.PER_RANK}, longest first: " + ", ".join(
+            f"rank {int(r)} {percent(x)}" for r, x in zip(waits["rank"].head(5), waits[W.RANK_SHARE].head(5))))
     print(most_shared_line(files, r["ranks"], "ranks" if any(".rank" in str(x) for x in ranks["log"])
                            else "processes"))
     _print_kernel_files(files)

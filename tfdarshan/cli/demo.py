@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
 
     import tfdarshan  # noqa: F401  (importing it hooks the TensorFlow profiler)
     from tfdarshan.advice import file_table as report
+    from tfdarshan.measures.human import human_bytes
+    from tfdarshan.measures.time_in_calls import input_io_time
     from tfdarshan.logs.logdir import find_sessions, load_snapshot, load_steps
     from tfdarshan.logs.series import NOT_STEPS
 
@@ -103,10 +105,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {name}")
     print("\nper-step input I/O:")
     for r in steps.itertuples():
-        io = r.read_time + r.meta_time
+        io = input_io_time(r._asdict())
         name = f"step {r.step}" if r.step >= 0 else NOT_STEPS.get(r.step, f"entry {r.step}")
-        print(f"  {name}: {report.human_bytes(r.bytes_read)} in {r.reads} reads from {r.files} files, "
-              f"{io * 1e3:.1f} ms in I/O calls, took {(r.end - r.start) * 1e3:.1f} ms")
+        print(f"  {name}: {human_bytes(r.bytes_read)} in {r.reads} reads from {r.files} files, "
+              f"{io * 1e3:.1f} ms in reads and metadata calls, took {(r.end - r.start) * 1e3:.1f} ms")
     print("\nper-file table of the profiled steps (busiest first):")
     print(report.render_text(report.file_table(snap), limit=10))
     import json
@@ -116,8 +118,8 @@ def run(args: argparse.Namespace) -> int:
         excluded = cov.get("excluded_bytes")
         print(f"coverage: these counters hold {100 * cov['share']:.0f} % of the data I/O the kernel counted for "
               f"the process in the window"
-              + (f" ({report.human_bytes(excluded)} on paths excluded by design, imports and libraries, counted "
-                 f"apart; {report.human_bytes(cov.get('unseen_bytes') or 0)} unseen: pipes, sockets, direct "
+              + (f" ({human_bytes(excluded)} on paths excluded by design, imports and libraries, counted "
+                 f"apart; {human_bytes(cov.get('unseen_bytes') or 0)} unseen: pipes, sockets, direct "
                  f"system calls)" if excluded is not None else ""))
 
     # staging advice: /dev/shm as the fast tier, a budget of 10 % of the bytes read

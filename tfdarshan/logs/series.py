@@ -11,6 +11,8 @@ import pyarrow
 
 from tfdarshan.capture import kernel_io as K
 from tfdarshan.errors import TfdarshanError
+# the optional columns that input wait reads: the step cut short, wall time with input in flight
+from tfdarshan.measures.input_wait import CUT_COLUMN, IO_WALL_COLUMN  # noqa: F401
 
 FIELDS = {  # series column: shim field
     "bytes_read": "BYTES_READ", "bytes_written": "BYTES_WRITTEN", "reads": "READS", "writes": "WRITES",
@@ -34,18 +36,10 @@ STEP_COLUMNS = ["step", "start", "end", "files", *STEP_FIELDS]
 WINDOW_STEP, SETUP_STEP, AFTER_STEPS = -1, -2, -3
 NOT_STEPS = {WINDOW_STEP: "the window (no step markers)", SETUP_STEP: "set-up, before the first step",
              AFTER_STEPS: "after the last step"}
-# optional (older series lack it): the step the window's end cut short, whose
-# duration may include profiler shutdown
-CUT_COLUMN = "cut_by_window_end"
 # optional (older series and the flight recorder's lack them, and then nobody
 # counted): what the process read from storage in the step beyond its calls'
 # bytes: major page faults, and bytes read from block devices (tf/steps.py)
 STORAGE_COLUMNS = ("major_faults", "storage_read_bytes")
-# optional (older series, imported logs and retimed ones lack it): seconds of
-# the step during which a read or metadata call was in flight on any thread,
-# the union of the calls' intervals (native/records_busy.c); never more than
-# the step, however many threads read at once
-IO_WALL_COLUMN = "io_wall"
 FILE_COLUMNS = ["step", "record_id", "module", *FIELDS]
 
 

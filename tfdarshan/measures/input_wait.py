@@ -15,7 +15,14 @@ upper bound. Over several steps or processes (ranks), the share is the sum
 of their waits over the sum of their lengths: the job's input wait is that
 over every rank's counted steps, each rank's own over its own. Counted
 steps are training steps (not the set-up, the wind-down, nor a window
-without markers) that the window's end did not cut short."""
+without markers) that the window's end did not cut short.
+
+Three figures, each named for what it is, in every table and payload:
+the job's input wait (JOB: a share, over every rank's counted steps), a
+rank's own (the ranks table's RANK_SHARE column: a share, over its own
+steps, beside the seconds it sums, WAIT_TIME over STEP_TIME), and one
+step's of one process (the steps table's WAIT_TIME column, and of_series'
+`wait`: seconds, from step_wait_time)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -23,7 +30,20 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from tfdarshan.logs.series import CUT_COLUMN, IO_WALL_COLUMN
+from tfdarshan.measures.human import percent
+# the step series' columns the measure reads (logs/series.py names them from here):
+# optional (older series lack it): the step the window's end cut short, whose
+# duration may include profiler shutdown
+CUT_COLUMN = "cut_by_window_end"
+# optional (older series, imported logs and retimed ones lack it): seconds of
+# the step during which a read or metadata call was in flight on any thread,
+# the union of the calls' intervals (native/busy.c); never more than the
+# step, however many threads read at once
+IO_WALL_COLUMN = "io_wall"
+# the columns of the analysis tables: a rank's share (ranks), and seconds of
+# input wait (ranks: summed over its counted steps; steps: one step's) with
+# the step time they are over
+RANK_SHARE, WAIT_TIME, STEP_TIME = "input_wait_share", "input_wait_time", "step_time"
 
 LABEL = "share of step time with a file read or metadata call in flight"
 # how a step's wait was measured: which bound the figure rests on
@@ -37,7 +57,7 @@ SUM_OVER_RANKS, MEAN_OVER_RANKS = "summed over ranks", "mean over ranks"
 SUM_OVER_PROCESSES, MEAN_OVER_PROCESSES = "summed over processes", "mean over processes"
 
 
-def waits(read_time, meta_time, duration, io_wall=None) -> np.ndarray:
+def step_wait_time(read_time, meta_time, duration, io_wall=None) -> np.ndarray:
     """Seconds of input wait of each (process, step): the wall time with a
     read or metadata call in flight where io_wall holds it (not NaN), else
     the time in those calls summed over threads; never more than the step."""
@@ -65,7 +85,7 @@ def job_label(ranks: int, bound: str = BOTH) -> str:
 
 def job_line(share: Optional[float], ranks: int, bound: str = BOTH) -> str:
     """The one line that states the job's input wait."""
-    figure = f"{100 * share:.1f} % of step time" if share is not None else "unknown (no training steps)"
+    figure = f"{percent(share)} of step time" if share is not None else "unknown (no training steps)"
     return f"{JOB}: {figure} ({job_label(ranks, bound)})"
 
 
@@ -90,7 +110,7 @@ def of_series(steps: pd.DataFrame) -> pd.DataFrame:
     duration = (steps["end"] - steps["start"]).clip(lower=0).to_numpy(np.float64)
     cut = steps[CUT_COLUMN].to_numpy(bool) if CUT_COLUMN in steps else None
     wall = steps[IO_WALL_COLUMN] if IO_WALL_COLUMN in steps else None
-    return steps.assign(duration=duration, wait=waits(steps["read_time"], steps["meta_time"], duration, wall),
+    return steps.assign(duration=duration, wait=step_wait_time(steps["read_time"], steps["meta_time"], duration, wall),
                         counted=counted(steps["step"], cut))
 
 

@@ -1,4 +1,4 @@
-"""One definition of input wait (logs/input_wait.py): the tab's verdict and
+"""One definition of input wait (measures/input_wait.py): the tab's verdict and
 cards (one rank's view and the job's), the ranks chart, `analyze`'s ranks
 table, the straggler finding and `recommend`'s text give the same share for
 the same session, and it is the one computed here: per rank and step, read
@@ -67,7 +67,7 @@ def test_every_view_gives_the_one_share(session):
     # analyze's ranks table
     table = read_table(d, "ranks").set_index("rank")
     for r in range(RANKS):
-        assert table.at[r, "input_wait"] == pytest.approx(share[r], rel=1e-9)
+        assert table.at[r, "input_wait_share"] == pytest.approx(share[r], rel=1e-9)
     # the tab: the job's verdict and card, the ranks chart
     many = rank_data.RankSessionData(sess)
     verdict = rank_views.verdict(many)
@@ -76,7 +76,7 @@ def test_every_view_gives_the_one_share(session):
     bars = sum(verdict["file_io"]) / sum(verdict["duration"])          # the bars give the same share
     assert bars == pytest.approx(job, rel=1e-9)
     wait = rank_views.rank_wait(many)
-    for r, x in zip(wait["ranks"], wait["input_wait"]):
+    for r, x in zip(wait["ranks"], wait["input_wait_share"]):
         assert x == pytest.approx(share[r], rel=1e-9)
     # each rank's own view in the tab
     for host in sess.hosts:
@@ -87,8 +87,8 @@ def test_every_view_gives_the_one_share(session):
     # the straggler finding: rank 3, at its share, against the median rank's
     f = distributed.stragglers(tables_of(d)["ranks"], tables_of(d)["rank_mounts"])
     assert f is not None and set(f.evidence["stragglers"]) == {3}
-    assert f.evidence["stragglers"][3]["input_wait"] == pytest.approx(share[3], rel=1e-9)
-    assert f.evidence["median_input_wait"] == pytest.approx(float(np.median(list(share.values()))), rel=1e-9)
+    assert f.evidence["stragglers"][3]["input_wait_share"] == pytest.approx(share[3], rel=1e-9)
+    assert f.evidence["median_input_wait_share"] == pytest.approx(float(np.median(list(share.values()))), rel=1e-9)
 
 
 def test_labels_say_what_is_capped_summed_and_averaged(session):
