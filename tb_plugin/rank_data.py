@@ -19,7 +19,7 @@ from tfdarshan.logs.logdir import Session, partial_logs
 from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.file_table import tiers_of
 from tfdarshan.analysis.tables import COVERAGE
-from tfdarshan_tb.views import Progress, quiet, coverage_card, display_path, stored_advice, tier_names
+from tfdarshan_tb.session_data import Progress, quiet, coverage_card, display_path, stored_advice, tier_names
 
 RANK_STEM = re.compile(r"(.*)\.rank(\d+)")
 
@@ -45,21 +45,27 @@ def tables_dir(session: Session, progress: Progress = quiet) -> pathlib.Path:
 
 
 class RankSessionData:
-    """Everything the tab shows for a many-rank session, from its tables."""
+    """Everything the tab shows for a many-rank session, from its tables.
+    Only reading the tables may build them again (with_tables: when one is
+    damaged); what is derived from them afterwards never does, so a load of
+    a session whose tables are current starts no Dask run."""
 
     def __init__(self, session: Session, progress: Progress = quiet):
         self.session = session
         tables_dir(session, progress)
         # a damaged table (truncated, a page failing its checksum, a column gone) is built again
-        with_tables(session.directory, lambda where: self._load(where, progress),
-                    rebuilt=lambda why: progress(f"an analysis table is unreadable ({why}); building them again "
-                                                 "from the rank logs"))
+        files, self.ranks, self.steps, self.mounts_table = with_tables(
+            session.directory, lambda where: self._read(progress),
+            rebuilt=lambda why: progress(f"an analysis table is unreadable ({why}); building them again "
+                                         "from the rank logs"))
+        self._derive(files, progress)
 
-    def _load(self, where: pathlib.Path, progress: Progress) -> None:
-        session = self.session
+    def _read(self, progress: Progress):
         progress("reading the analysis tables")
-        files, self.ranks, self.steps, self.mounts_table = (
-            read_table(session.directory, t) for t in ("files", "ranks", "steps", "mounts"))
+        return tuple(read_table(self.session.directory, t) for t in ("files", "ranks", "steps", "mounts"))
+
+    def _derive(self, files, progress: Progress) -> None:
+        session = self.session
         progress(f"read {len(files)} files, {len(self.ranks)} ranks, {len(self.steps)} rank steps; naming tiers")
         # the logs the tables left out as unreadable ({"log", "reason"})
         self.skipped_logs = skipped_logs(session.directory)
