@@ -194,6 +194,30 @@ def test_the_checker_sees_a_loader_import_a_view(tmp_path):
     assert [x.split(":")[0] for x in found] == ["line 1", "line 5"], found
 
 
+FINDING_FIELDS = {"level", "title", "detail", "suggestion"}
+
+
+def finding_look_alikes(path: pathlib.Path):
+    """Where a module defines a Finding class or builds a dict with a finding's
+    fields: findings.py's Finding is the one type every producer returns."""
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ClassDef) and node.name == "Finding":
+            bad.append(f"line {node.lineno}: class Finding")
+        elif isinstance(node, ast.Dict):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            if FINDING_FIELDS <= keys:
+                bad.append(f"line {node.lineno}: a dict with a finding's fields")
+    return bad
+
+
+def test_findings_have_one_type():
+    bad = {str(p.relative_to(ROOT)): found for p in PACKAGE.rglob("*.py")
+           if p != PACKAGE / "advice" / "findings.py" and (found := finding_look_alikes(p))}
+    assert not bad, f"findings built outside advice/findings.py's Finding: {bad}"
+    assert finding_look_alikes(PACKAGE / "advice" / "findings.py")      # (the check sees the one there is)
+
+
 def test_modules_stay_readable():
     long_py = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py")
                if (n := len(p.read_text().splitlines())) > MAX_PY_LINES}
