@@ -24,7 +24,7 @@ from werkzeug import wrappers
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import live_log
 from tfdarshan.logs.logdir import find_sessions
-from tfdarshan_tb import downsample, metadata, rank_data, rank_views, views
+from tfdarshan_tb import downsample, metadata, rank_data, rank_views, session_data, views
 
 STATIC = pathlib.Path(__file__).parent / "static"
 # Plotly's cartesian bundle (the trace types the tab draws: scatter, bar,
@@ -165,7 +165,7 @@ class IOPlugin(base_plugin.TBPlugin):
                 log.info("%s/%s%s: %s", session.run, session.name, f" ({host})" if host else "", line)
             many = host is None and rank_data.is_many_ranks(session)
             try:
-                data = rank_data.RankSessionData(session, say) if many else views.SessionData(session, host, say)
+                data = rank_data.RankSessionData(session, say) if many else session_data.SessionData(session, host, say)
             except Exception as e:
                 say(f"could not load: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
                 with self._lock:

@@ -4,13 +4,11 @@ a rank's log, so that opening a 1,024-rank session never reads every rank's
 records into one frame."""
 from __future__ import annotations
 
-import pathlib
 import re
 from typing import List, Tuple
 
 
-from tfdarshan.analysis.analyze import (ensure_tables, rank_logs, read_table, skipped_logs, tables_fresh,
-                                         with_tables)
+from tfdarshan.analysis.analyze import rank_logs, read_table, skipped_logs, tables_fresh, with_tables
 from tfdarshan.capture import kernel_io as K
 from tfdarshan.capture import mounts as M
 from tfdarshan.capture import served as SV
@@ -20,7 +18,7 @@ from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.file_table import tiers_of
 from tfdarshan.analysis.tables import COVERAGE
 from tfdarshan.measures.time_in_calls import FILE_TIME, file_time
-from tfdarshan_tb.views import Progress, quiet, coverage_card, display_path, stored_advice, tier_names
+from tfdarshan_tb.session_data import Progress, quiet, coverage_card, display_path, stored_advice, tier_names
 
 RANK_STEM = re.compile(r"(.*)\.rank(\d+)")
 
@@ -35,32 +33,39 @@ def is_many_ranks(session: Session) -> bool:
     return len(session.hosts) > 1 and len(rank_stems(session)) == len(session.hosts)
 
 
-def tables_dir(session: Session, progress: Progress = quiet) -> pathlib.Path:
-    """The session's analysis tables, built now if missing or stale."""
+def say_tables(session: Session, progress: Progress = quiet) -> None:
+    """Tell whether the session's analysis tables are current, or are about
+    to be built (with_tables builds them: once, never here)."""
     if tables_fresh(session.directory):
         progress("the analysis tables are up to date")
     else:
         progress(f"building the analysis tables from {len(rank_logs(session.directory))} rank logs "
                  "(tfdarshan analyze; once per session)")
-    return ensure_tables(session.directory)
 
 
 class RankSessionData:
-    """Everything the tab shows for a many-rank session, from its tables."""
+    """Everything the tab shows for a many-rank session, from its tables.
+    Only reading them goes through with_tables, which builds them on Dask
+    once when missing or stale, and again when one is damaged; what is
+    derived from them afterwards never does, so a load of a session whose
+    tables are current starts no Dask run."""
 
     def __init__(self, session: Session, progress: Progress = quiet):
         self.session = session
-        tables_dir(session, progress)
+        say_tables(session, progress)
         # a damaged table (truncated, a page failing its checksum, a column gone) is built again
-        with_tables(session.directory, lambda where: self._load(where, progress),
-                    rebuilt=lambda why: progress(f"an analysis table is unreadable ({why}); building them again "
-                                                 "from the rank logs"))
+        files, self.ranks, self.steps, self.mounts_table = with_tables(
+            session.directory, lambda where: self._read(progress),
+            rebuilt=lambda why: progress(f"an analysis table is unreadable ({why}); building them again "
+                                         "from the rank logs"))
+        self._derive(files, progress)
 
-    def _load(self, where: pathlib.Path, progress: Progress) -> None:
-        session = self.session
+    def _read(self, progress: Progress):
         progress("reading the analysis tables")
-        files, self.ranks, self.steps, self.mounts_table = (
-            read_table(session.directory, t) for t in ("files", "ranks", "steps", "mounts"))
+        return tuple(read_table(self.session.directory, t) for t in ("files", "ranks", "steps", "mounts"))
+
+    def _derive(self, files, progress: Progress) -> None:
+        session = self.session
         progress(f"read {len(files)} files, {len(self.ranks)} ranks, {len(self.steps)} rank steps; naming tiers")
         # the logs the tables left out as unreadable ({"log", "reason"})
         self.skipped_logs = skipped_logs(session.directory)

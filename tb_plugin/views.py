@@ -1,48 +1,30 @@
-"""The I/O tab's data: JSON-ready payloads computed from a session's
-Snapshot and step series. Pure functions; the plugin only routes to them."""
+"""The I/O tab's views: JSON-ready payloads computed from a loaded session
+(session_data.SessionData: its Snapshot and step series). Pure functions;
+the plugin only routes to them."""
 from __future__ import annotations
 
-import json
-import math
-import os
 import pathlib
 import re
 import shlex
-import tempfile
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import numpy as np
 import pandas as pd
 
-from tfdarshan.capture import coverage, kernel_io as K, mounts as M, served as SV
-from tfdarshan.advice import file_table as report
-from tfdarshan.advice import training_input as TI
+from tfdarshan.capture import kernel_io as K, mounts as M, served as SV
 from tfdarshan.advice.compare import served_label
 from tfdarshan.measures import input_wait
 from tfdarshan.measures import bandwidth as B
 from tfdarshan.measures import time_in_calls as T
 from tfdarshan.logs.series import AFTER_STEPS, CUT_COLUMN, SETUP_STEP
-
-# entries of a step series that are not steps, left out of the per-step charts
-OUTSIDE_STEPS = (SETUP_STEP, AFTER_STEPS)
-from tfdarshan.logs.logdir import Session, load_snapshot, load_steps, partial_logs, process_label
-from tfdarshan.capture.snapshot import Snapshot
+from tfdarshan.logs.logdir import Session, partial_logs, process_label
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan_tb import downsample
+from tfdarshan_tb.session_data import FILE_COLUMNS, SessionData, _clean, coverage_card, display_path, tier_names
 
-# what a view is told of a long load's stages (a line each); the default says nothing
-Progress = Callable[[str], None]
-
-
-def quiet(line: str) -> None:
-    pass
-
-# the file table, plus what a file is when it is not input (kind) and the time it cost
-# in all: reads, writes and metadata (file_time)
-FILE_COLUMNS = report.COLUMNS[:report.COLUMNS.index("tier") + 1] + ["kind"] \
-    + report.COLUMNS[report.COLUMNS.index("tier") + 1:report.COLUMNS.index(T.META_TIME) + 1] + [T.FILE_TIME] \
-    + report.COLUMNS[report.COLUMNS.index(T.META_TIME) + 1:]
+# entries of a step series that are not steps, left out of the per-step charts
+OUTSIDE_STEPS = (SETUP_STEP, AFTER_STEPS)
 # the table's first order: time spent, slowest first, input before what is not
 DEFAULT_SORT = T.FILE_TIME
 SIZE_BINS = ["0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10M", "10M_100M",
@@ -50,152 +32,10 @@ SIZE_BINS = ["0_100", "100_1K", "1K_10K", "10K_100K", "100K_1M", "1M_4M", "4M_10
 # each bin by its lower bound: labels short enough to stand side by side on a narrow chart
 SIZE_LABELS = ["0", "100", "1K", "10K", "100K", "1M", "4M", "10M", "100M", "1G"]
 TIMELINE_FILES = 8
-# the tier of paths on no mount point: streams, files folded past the record cap
-UNKNOWN_TIER = "unknown tier"
 TIMELINE_SEGMENTS = 20000
 # job metadata `source` of the sessions the tab names differently
 FLIGHT_RECORDER, CAPTURE = "flight recorder", "profiler server capture"
 PROCESS_STEM = re.compile(r".*_\d+")
-
-
-class SessionData:
-    """Everything the tab shows for one session (all hosts, or one)."""
-
-    def __init__(self, session: Session, host: Optional[str], progress: Progress = quiet):
-        hosts = [host] if host else list(session.hosts)
-        self.hosts = hosts
-        progress(f"reading {len(hosts)} Darshan log{'s' if len(hosts) > 1 else ''}")
-        self.snapshot: Snapshot = load_snapshot(session, host)
-        progress(f"read {len(self.snapshot.posix) + len(self.snapshot.stdio)} file records; reading the step series")
-        self.steps, self.step_files = load_steps(session, host, self.snapshot.meta.get("skipped_logs") or ())
-        self.session = session
-        stored = self.snapshot.meta.get("mounts") or []
-        self.mounts = [M.Mount(p, t) for p, t in stored] or M.current()
-        progress(f"read {len(self.steps)} step rows; building the file table")
-        self.files = _file_table(self.snapshot, self.mounts, self.step_files)
-        self.advice, self.advice_problem = stored_advice(session.directory / "advice.json")
-        coverage = [session.directory / f"{h}.coverage.json" for h in hosts]
-        self.coverage = [c for c in (read_json(p) for p in coverage) if c]
-        real = os.path.realpath(session.directory)
-        # (a profile linked in from elsewhere is not this session's to read)
-        profiles = [x for x in sorted(session.directory.glob("*.xplane.pb"))
-                    if os.path.realpath(x).startswith(real + os.sep)]
-        if profiles:
-            progress(f"reading XProf's analysis of {len(profiles)} profile{'s' if len(profiles) > 1 else ''}")
-        self.xprof = xprof_input(profiles)
-
-
-XPROF_STEP_NUMBER = re.compile(r"(-?\d+)\s*$")
-
-
-def xprof_input(profiles: List[pathlib.Path]) -> Optional[Dict]:
-    """XProf's own view of input wait, from its input-pipeline analysis of
-    the session's profiles: per step, the time the step waited for input (s),
-    and the input-bound percentage (input time over step time, as XProf's
-    overview page states it). None without a profile; {"error": ...} when
-    XProf cannot read it."""
-    if not profiles:
-        return None
-    try:
-        from xprof.convert import raw_to_tool_data
-    except ImportError:
-        return {"error": "XProf is not installed"}
-    try:
-        # XProf caches its analysis beside the profile it converts: convert
-        # links in a scratch directory, so that the log directory is only read
-        with tempfile.TemporaryDirectory(prefix="tfdarshan-xprof-") as scratch:
-            links = []
-            for x in profiles:
-                link = pathlib.Path(scratch, x.name)
-                link.symlink_to(os.path.realpath(x))
-                links.append(str(link))
-            data, _ = raw_to_tool_data.xspace_to_tool_data(links, "input_pipeline_analyzer", {})
-        tables = json.loads(data)
-    except Exception as e:      # a foreign converter on a file we did not write: its failure leaves ours
-        return {"error": f"XProf could not analyse the profile ({type(e).__name__})"}
-    table = next((t for t in tables if isinstance(t, dict)
-                  and {"stepnum", "infeedTimeMs", "stepTimeMs"} <= {c.get("id") for c in t.get("cols", [])}), None)
-    if table is None:
-        return {"error": "XProf's analysis has no step table"}
-    ids = [c.get("id") for c in table["cols"]]
-    waited, spent = {}, {}
-    for row in table.get("rows", []):
-        cells = dict(zip(ids, (c.get("v") for c in row.get("c", []))))
-        m = XPROF_STEP_NUMBER.search(str(cells.get("stepnum", "")))
-        if not m or not isinstance(cells.get("stepTimeMs"), (int, float)):
-            continue
-        n = int(m.group(1))
-        waited[n] = waited.get(n, 0.0) + float(cells.get("infeedTimeMs") or 0.0) / 1e3
-        spent[n] = spent.get(n, 0.0) + float(cells["stepTimeMs"]) / 1e3
-    total = sum(spent.values())
-    return {"input_percent": 100.0 * sum(waited.values()) / total if total > 0 else None,
-            "steps": waited, "measured": total > 0}
-
-
-def read_json(path: pathlib.Path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-ADVICE_LISTS = ("selection", "left_out", "findings")
-
-
-def stored_advice(path: pathlib.Path) -> Tuple[Optional[Dict], Optional[str]]:
-    """(the advice `recommend` stored, None) when there is some of the shape
-    the page draws; (None, why) when the file is there but unreadable or of
-    another shape (damaged, hand-edited); (None, None) without one."""
-    if not os.path.lexists(path):
-        return None, None
-    try:
-        with open(path, encoding="utf-8") as f:
-            a = json.load(f)
-    except (OSError, ValueError) as e:
-        return None, f"advice.json is unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
-    wrong = "not an object" if not isinstance(a, dict) else next(
-        (f"its {k} is not a list of objects" for k in ADVICE_LISTS
-         if k in a and not (isinstance(a[k], list) and all(isinstance(x, dict) for x in a[k]))), None) or next(
-        (f"its {k} is not text" for k in ("summary",) if k in a and not isinstance(a[k], str)), None) or (
-        "its plans have no report" if "plans" in a and not (isinstance(a["plans"], dict)
-                                                             and isinstance(a["plans"].get("report"), str)) else None)
-    return (None, f"advice.json is not advice: {wrong}") if wrong else (a, None)
-
-
-def display_path(p: str) -> str:
-    """A path as text: bytes that are not UTF-8 are shown as \\xNN."""
-    return os.fsencode(p).decode("utf-8", "backslashreplace")
-
-
-def _file_table(snap: Snapshot, mounts: List[M.Mount], step_files: Optional[pd.DataFrame] = None) -> pd.DataFrame:
-    """report.file_table with what each file is (training_input.kinds) and
-    displayable paths."""
-    t = report.file_table(snap, mount_table=mounts)
-    if t.empty:
-        return pd.DataFrame(columns=FILE_COLUMNS)
-    t["tier"] = tier_names(t["tier"])
-    t["kind"] = TI.kinds(t["path"], TI.read_in_steps(t["path"], step_files))
-    t[T.FILE_TIME] = t[list(T.PARTS)].sum(axis=1, min_count=1)      # (STDIO's NaN parts count as none)
-    t = t[FILE_COLUMNS]
-    odd = t["path"].map(lambda p: not p.isascii())
-    if odd.any():
-        t.loc[odd, "path"] = t.loc[odd, "path"].map(display_path)
-    return t
-
-
-def tier_names(labels) -> list:
-    """Tier labels as every chart and the file table name them."""
-    return [UNKNOWN_TIER if label == "?" else label for label in labels]
-
-
-def _clean(v):
-    """JSON-safe scalars: NaN and infinities become null."""
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating, float)):
-        return None if not math.isfinite(float(v)) else float(v)
-    return v
 
 
 def runs(sessions: List[Session]) -> Dict:
@@ -306,35 +146,6 @@ def served_note(meta: Optional[Dict]) -> Optional[Dict]:
     s = SV.summary(meta)
     return {**{k: _clean(v) for k, v in s.items() if k != "not_served"}, "not_served": s["not_served"],
             "label": served_label(s)}
-
-
-def coverage_card(records: List[Dict]) -> Optional[Dict]:
-    """The coverage card over a session's processes (or a job's ranks): their
-    buckets added up (capture/coverage.py), the lowest process's data
-    coverage beside it. Records that are not coverage are left out."""
-    def number(c, k):
-        v = c.get(k)
-        return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 else None
-    good = [c for c in records if isinstance(c, dict) and number(c, "counted_bytes") is not None
-            and number(c, "kernel_bytes") is not None]
-    if not good:
-        return None
-    excluded = [number(c, "excluded_bytes") for c in good]
-    out = coverage.summarize(sum(int(c["counted_bytes"]) for c in good), sum(int(c["kernel_bytes"]) for c in good),
-                             None if None in excluded else sum(int(x) for x in excluded))
-    each = [coverage.summarize(int(c["counted_bytes"]), int(c["kernel_bytes"]), x)["share"]
-            for c, x in zip(good, excluded)]
-    each = [x for x in each if x is not None]
-    # what a Darshan log alone holds of it, and the files beyond its counters (with how they were read)
-    darshan = [number(c, "darshan_bytes") for c in good]
-    kernel = sum(int(c["kernel_bytes"]) for c in good)
-    beyond = [f for c in good for f in (c.get("beyond_darshan") or []) if isinstance(f, dict)]
-    return {**{k: _clean(v) if not isinstance(v, (list, str)) else v for k, v in out.items()},
-            "processes": len(good), "lowest": _clean(min(each)) if each else None,
-            "darshan_share": _clean(min(sum(darshan) / kernel, 1.0)) if None not in darshan and kernel > 0 else None,
-            "beyond_darshan": [{**f, "path": display_path(str(f.get("path", "")))}
-                               for f in beyond[:coverage.LISTED_FILES]],
-            "beyond_darshan_files": sum(int(number(c, "beyond_darshan_files") or 0) for c in good)}
 
 
 def input_label(processes: int) -> str:

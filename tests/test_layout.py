@@ -33,6 +33,10 @@ ALLOWED = {
     "top": {"capture", "measures", "logs", "tf", "advice", "top"},      # the public API: __init__, api, keras
 }
 PLUGIN_ALLOWED = {"capture", "measures", "logs", "advice", "analysis"}
+# the tab's loaders (a session read into frames) and its presenters (frames into JSON): loaders never
+# import a presenter
+TAB_LOADERS = {"tfdarshan_tb.session_data", "tfdarshan_tb.rank_data"}
+TAB_PRESENTERS = {"tfdarshan_tb.views", "tfdarshan_tb.rank_views", "tfdarshan_tb.plugin"}
 MAX_PY_LINES = 450
 MAX_C_LINES = 600
 
@@ -163,6 +167,57 @@ def test_tab_reads_logs_and_advice_only(path):
     bad += [f"line {line}: {t} (the case studies)" for t, line in imports(path, name)
             if t.split(".")[0] == "case_studies"]
     assert not bad, f"{path.name} imports outside logs/advice/analysis/capture:\n" + "\n".join(bad)
+
+
+def presenters_imported(path: pathlib.Path, name: str):
+    """The imports of a tab module (as tfdarshan_tb or tb_plugin) that name a presenter."""
+    bad = []
+    for target, line in imports(path, name):
+        parts = target.split(".")
+        if parts[0] in ("tfdarshan_tb", "tb_plugin") and len(parts) > 1 \
+                and f"tfdarshan_tb.{parts[1]}" in TAB_PRESENTERS:
+            bad.append(f"line {line}: {target}")
+    return bad
+
+
+@pytest.mark.parametrize("name", sorted(TAB_LOADERS))
+def test_the_tab_loads_data_apart_from_its_views(name):
+    path = PLUGIN / (name.split(".")[1] + ".py")
+    assert path.exists(), f"{name}: no such loader"
+    bad = presenters_imported(path, name)
+    assert not bad, f"{name} (a loader) imports a presenter:\n" + "\n".join(bad)
+
+
+def test_the_checker_sees_a_loader_import_a_view(tmp_path):
+    bad = tmp_path / "loader.py"
+    bad.write_text("from tfdarshan_tb.views import display_path\n\n\ndef f():\n    from tb_plugin import rank_views\n"
+                   "    from tfdarshan_tb import downsample\n")
+    found = presenters_imported(bad, "tfdarshan_tb.rank_data")
+    assert [x.split(":")[0] for x in found] == ["line 1", "line 5"], found
+
+
+FINDING_FIELDS = {"level", "title", "detail", "suggestion"}
+
+
+def finding_look_alikes(path: pathlib.Path):
+    """Where a module defines a Finding class or builds a dict with a finding's
+    fields: findings.py's Finding is the one type every producer returns."""
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ClassDef) and node.name == "Finding":
+            bad.append(f"line {node.lineno}: class Finding")
+        elif isinstance(node, ast.Dict):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            if FINDING_FIELDS <= keys:
+                bad.append(f"line {node.lineno}: a dict with a finding's fields")
+    return bad
+
+
+def test_findings_have_one_type():
+    bad = {str(p.relative_to(ROOT)): found for p in PACKAGE.rglob("*.py")
+           if p != PACKAGE / "advice" / "findings.py" and (found := finding_look_alikes(p))}
+    assert not bad, f"findings built outside advice/findings.py's Finding: {bad}"
+    assert finding_look_alikes(PACKAGE / "advice" / "findings.py")      # (the check sees the one there is)
 
 
 def test_modules_stay_readable():

@@ -491,8 +491,9 @@ def test_advice_from_the_session_on_disk_equals_the_live_advice(tmp_path, trace)
             with open(p, "rb") as f:
                 f.read()
     live = advisor.recommend(prof.snapshot, FAST, capacity=1 << 30)
-    from tfdarshan.cli.recommend import load_source
-    snap, steps, _, _ = load_source(str(logdir))
+    from tfdarshan.advice.recommend import load_source
+    read = load_source(str(logdir))
+    snap, steps = read.snap, read.steps
     disk = advisor.recommend(snap, FAST, capacity=1 << 30, steps=steps)
     as_told = lambda a: sorted((f.level, f.title) for f in a.findings)
     assert as_told(disk) == as_told(live)

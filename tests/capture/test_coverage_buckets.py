@@ -20,7 +20,7 @@ from rank_session import real_session
 from tfdarshan.analysis.analyze import analyze, read_table
 from tfdarshan.capture import coverage, mounts as M
 from tfdarshan.logs.logdir import find_sessions
-from tfdarshan_tb import rank_data, rank_views, views
+from tfdarshan_tb import rank_data, rank_views, session_data, views
 
 HELPER = r"""
 #include <fcntl.h>
@@ -145,9 +145,9 @@ def test_standard_streams_are_not_an_unknown_tier(job):
     many = rank_data.RankSessionData(s)
     assert (many.mounts_table["mount"] == M.STREAMS).any()           # the <STDERR> records are there...
     tiers = {m["tier"] for m in rank_views.mounts(many)["mounts"]}
-    assert views.UNKNOWN_TIER not in tiers and M.STREAMS not in tiers  # ...and not a storage tier
-    one = views.SessionData(s, s.hosts[0])
-    assert views.UNKNOWN_TIER not in {m["tier"] for m in views.mounts(one)["mounts"]}
+    assert session_data.UNKNOWN_TIER not in tiers and M.STREAMS not in tiers  # ...and not a storage tier
+    one = session_data.SessionData(s, s.hosts[0])
+    assert session_data.UNKNOWN_TIER not in {m["tier"] for m in views.mounts(one)["mounts"]}
     table = one.files.set_index("path")
     assert table.at["<STDERR>", "tier"] == M.STREAMS
 

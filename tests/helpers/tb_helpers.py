@@ -1,6 +1,7 @@
 """A real TensorBoard server on loopback, and headless Chromium driving it."""
 import contextlib
 import os
+import pathlib
 import shutil
 import socket
 import subprocess
@@ -25,12 +26,15 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def tensorboard(logdir):
-    """TensorBoard for logdir on 127.0.0.1; stopped when the block ends."""
+def tensorboard(logdir, *, python_flags=(), output=None):
+    """TensorBoard for logdir on 127.0.0.1; stopped when the block ends.
+    python_flags go to its interpreter (e.g. "-X", "importtime"); output: a
+    file that takes what it prints (else a pipe, read only if it fails to start)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
+    sink = open(output, "w") if output else subprocess.PIPE
+    proc = subprocess.Popen([sys.executable, *python_flags, "-m", "tensorboard.main", "--logdir", str(logdir),
                              "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=sink, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 120
@@ -40,7 +44,7 @@ def tensorboard(logdir):
                 break
             except (urllib.error.URLError, ConnectionError, OSError):
                 if proc.poll() is not None or time.time() > deadline:
-                    out = proc.stdout.read() if proc.stdout else ""
+                    out = proc.stdout.read() if proc.stdout else pathlib.Path(output).read_text()
                     raise RuntimeError(f"TensorBoard did not start: {out[-2000:]}")
                 time.sleep(0.3)
         yield url
@@ -50,6 +54,8 @@ def tensorboard(logdir):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        if output:
+            sink.close()
 
 
 def fetch(url, path):

@@ -24,7 +24,7 @@ from rank_session import PIPELINE, pipeline_inputs, real_session, set_waits
 from tfdarshan.advice import distributed
 from tfdarshan.analysis.analyze import analyze, read_table, tables_of
 from tfdarshan.logs.logdir import find_sessions
-from tfdarshan_tb import rank_data, rank_views, views
+from tfdarshan_tb import rank_data, rank_views, session_data, views
 
 RANKS = 4
 # per rank, each step's read time as a multiple of the step's length (rank 3's first: 2.5x, parallel reads)
@@ -81,7 +81,7 @@ def test_every_view_gives_the_one_share(session):
     # each rank's own view in the tab
     for host in sess.hosts:
         r = int(host.rsplit(".rank", 1)[1])
-        one = views.SessionData(sess, host)
+        one = session_data.SessionData(sess, host)
         assert views.verdict(one)["share"] == pytest.approx(share[r], rel=1e-9)
         assert views.summary(one)["input_share"] == pytest.approx(share[r], rel=1e-9)
     # the straggler finding: rank 3, at its share, against the median rank's
@@ -97,7 +97,7 @@ def test_labels_say_what_is_capped_summed_and_averaged(session):
     v = rank_views.verdict(many)
     assert "capped at the step's length" in v["label"] and v["over"] == "mean over ranks"
     assert rank_views.steps(many)["over"] == "summed over ranks"
-    one = views.SessionData(sess, sess.hosts[0])
+    one = session_data.SessionData(sess, sess.hosts[0])
     assert "capped at the step's length" in views.verdict(one)["label"] and views.verdict(one)["over"] is None
 
 

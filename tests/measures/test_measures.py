@@ -22,7 +22,7 @@ import pytest
 import tfdarshan
 from rank_session import PIPELINE, pipeline_inputs, real_session, rank_of
 from tfdarshan.logs.logdir import find_sessions
-from tfdarshan_tb import rank_data, rank_views, views
+from tfdarshan_tb import rank_data, rank_views, session_data, views
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RANKS = 4
@@ -35,7 +35,7 @@ def session(tmp_path_factory):
     d = real_session(root, PIPELINE, pipeline_inputs(root, RANKS), RANKS)
     [sess] = find_sessions(root / "logs")
     # the one-process reader over every rank's log, and the many-rank reader over the tables
-    return d, views.SessionData(sess, None), rank_data.RankSessionData(sess)
+    return d, session_data.SessionData(sess, None), rank_data.RankSessionData(sess)
 
 
 def from_logs(d):

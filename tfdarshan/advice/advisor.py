@@ -37,6 +37,7 @@ from tfdarshan.advice.compare import compare_runs  # noqa: F401  (re-exported)
 from tfdarshan.advice.cost_model import file_costs  # noqa: F401  (re-exported)
 from tfdarshan.advice import tfdata_files as TD
 from tfdarshan.measures.human import human_time
+from tfdarshan.advice.findings import Finding, as_dicts
 from tfdarshan.advice.knapsack import BLOCK, DP_CELLS, knapsack  # noqa: F401  (re-exported)
 from tfdarshan.advice.knapsack import _exact, _fill_in_order, _greedy  # noqa: F401  (re-exported)
 from tfdarshan.capture.snapshot import Snapshot
@@ -91,18 +92,9 @@ def largest_time_first(costs: pd.DataFrame, capacity: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- diagnosis
-@dataclasses.dataclass
-class Finding:
-    level: str          # HIGH, WARN or INFO
-    title: str
-    detail: str         # the evidence, with figures
-    suggestion: str
-    evidence: Dict = dataclasses.field(default_factory=dict)
-
-
 def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] = None) -> List[Finding]:
     p = snap.posix[snap.posix["POSIX_READS"] > 0]
-    out: List[Finding] = [Finding(**f) for f in mapped_input.findings(costs)]
+    out: List[Finding] = mapped_input.findings(costs)
     if p.empty:
         return out
     reads = int(p["POSIX_READS"].sum())
@@ -173,7 +165,7 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
             f"({int(p['POSIX_OPENS'].sum())} opens, {int(p['POSIX_STATS'].sum())} stats for {files} files).",
             "Fewer, larger files, or a tier with lower open latency (node-local disk, /dev/shm).",
             {"meta_share": meta_time / (read_time + meta_time)}))
-    out.extend(Finding(**f) for f in reread_finding.findings(snap, costs))
+    out.extend(reread_finding.findings(snap, costs))
     conc = _concurrency(snap)
     if conc is not None and conc < 1.5 and read_time > 0.05 * max(snap.end - snap.start, 1e-9):
         out.append(Finding(
@@ -328,7 +320,7 @@ class Advice:
                        "predicted_time": float(self.costs["predicted_time"].iat[i])} for i in self.chosen],
             "baselines": {name: {"files": int(len(idx)), "bytes": self.bytes(idx), "saving": self.saving(idx)}
                           for name, idx in self.baselines.items()},
-            "findings": [dataclasses.asdict(f) for f in self.findings],
+            "findings": as_dicts(self.findings),
             "left_out": self.left_out, **({"plans": self.plans} if self.plans else {}),
         }
 
@@ -365,7 +357,7 @@ def recommend(snap: Snapshot, fast: T.Tier, capacity: Optional[int] = None, *, t
     none = np.zeros(0, dtype=np.int64)      # a run that read nothing (a checkpoint-only run) has no candidates
     baselines = {"under_2mb": under_2mb(costs, capacity) if len(costs) else none,
                  "largest_time_first": largest_time_first(costs, capacity) if len(costs) else none}
-    found = diagnose(snap, costs, steps) + [Finding(**f) for f in checkpoint_findings.findings(snap, fast, steps)]
+    found = diagnose(snap, costs, steps) + checkpoint_findings.findings(snap, fast, steps)
     advice = Advice(fast, capacity, costs, chosen, baselines, found, granularity, source,
                     TI.left_out(costs["path"].tolist(), costs["size"].to_numpy(), why))
     if steps is not None and len(steps):

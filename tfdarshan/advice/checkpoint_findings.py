@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,7 @@ import pandas as pd
 from tfdarshan.advice import tfdata_files
 from tfdarshan.advice import tiers as T
 from tfdarshan.advice.file_table import human_time
+from tfdarshan.advice.findings import Finding
 from tfdarshan.capture.arrow_text import arrow_paths
 from tfdarshan.capture.snapshot import Snapshot
 
@@ -104,13 +105,8 @@ def blocking_share(steps: Optional[pd.DataFrame]) -> Optional[float]:
     return float(np.minimum(excess, s["write_time"].to_numpy()).sum() / written)
 
 
-def _finding(level: str, title: str, detail: str, suggestion: str, evidence: Dict) -> Dict:
-    """The fields of advisor.Finding (the advisor builds them: it imports this module)."""
-    return {"level": level, "title": title, "detail": detail, "suggestion": suggestion, "evidence": evidence}
-
-
-def findings(snap: Snapshot, fast: Optional[T.Tier] = None, steps: Optional[pd.DataFrame] = None) -> List[Dict]:
-    """The checkpoint findings, as dicts of advisor.Finding's fields."""
+def findings(snap: Snapshot, fast: Optional[T.Tier] = None, steps: Optional[pd.DataFrame] = None) -> List[Finding]:
+    """The checkpoint findings."""
     io = checkpoint_io(snap, fast)
     if io.empty or io["bytes"].sum() == 0:
         return []
@@ -130,13 +126,13 @@ def findings(snap: Snapshot, fast: Optional[T.Tier] = None, steps: Optional[pd.D
                 "write_bandwidth": bw, "files": int(io["path"].nunique()), "blocking_share": blocking}
     out = []
     if synchronous and share >= SHARE_WARN:
-        out.append(_finding(
+        out.append(Finding(
             "HIGH" if share >= 0.2 else "WARN", f"Checkpoint writes take {100 * share:.0f} % of training time",
             f"{human_time(seconds)} of {human_time(window)} went to writing {nbytes / 2**20:.0f} MiB of "
             f"checkpoints to {io['path'].nunique()} files ({modules}) at {bw / 2**20:.0f} MiB/s; {how}.",
             "Checkpoint less often, or write to a fast tier and drain asynchronously (next finding).", evidence))
     if nsync and slow and synchronous:
-        out.append(_finding(
+        out.append(Finding(
             "WARN", "Synchronous fsync on a slow tier",
             f"{nsync} fsync/fdatasync calls on checkpoint files written at {bw / 2**20:.0f} MiB/s; "
             f"training waits until every byte is on the slow tier ({how}).",
@@ -144,7 +140,7 @@ def findings(snap: Snapshot, fast: Optional[T.Tier] = None, steps: Optional[pd.D
             "moved on (next finding).", evidence))
     if synchronous and share >= SHARE_WARN and slow:
         target = fast.path if fast is not None and fast.path else "/dev/shm"
-        out.append(_finding(
+        out.append(Finding(
             "HIGH" if share >= 0.2 else "WARN", "Write checkpoints to a fast tier and drain them asynchronously",
             f"checkpoints go straight to {os.path.dirname(io['path'].iat[0])} at {bw / 2**20:.0f} MiB/s, "
             f"holding up training for {human_time(seconds)}.",

@@ -1,6 +1,6 @@
 """Findings for jobs of many ranks, from the analysis tables (`tfdarshan
 analyze`): stragglers, a shared-file hot spot, shard imbalance and metadata
-storms. Each is a Finding like the single-process ones (advisor.diagnose):
+storms. Each is a Finding (findings.py) like the single-process ones:
 a level, the evidence with its figures, and a suggested fix. Pure functions
 of the tables (and the known tiers): nothing here reads a log."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.advice import tiers as T
-from tfdarshan.advice.advisor import Finding
+from tfdarshan.advice.findings import Finding
 from tfdarshan.measures.human import human_bytes, percent
 from tfdarshan.capture import mounts as M
 from tfdarshan.measures import input_wait as W

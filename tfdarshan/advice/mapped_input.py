@@ -15,6 +15,7 @@ import pandas as pd
 
 from tfdarshan.advice.cost_model import IN_MEMORY
 from tfdarshan.advice.file_table import human_bytes
+from tfdarshan.advice.findings import Finding
 from tfdarshan.logs.series import STORAGE_COLUMNS
 
 
@@ -43,9 +44,8 @@ def storage_of_mapped(steps: Optional[pd.DataFrame], step_files: Optional[pd.Dat
     return out
 
 
-def findings(costs: pd.DataFrame) -> List[Dict]:
-    """The finding, as a dict of advisor.Finding's fields (the advisor
-    builds it: it imports this module), or none when no input was mapped.
+def findings(costs: pd.DataFrame) -> List[Finding]:
+    """The finding, or none when no input was mapped.
     Files that are not training input (the MPI runtime's segments) are not
     input read through mmap."""
     m = costs[costs["mmap_bytes"] > 0] if len(costs) else costs
@@ -68,13 +68,12 @@ def findings(costs: pd.DataFrame) -> List[Dict]:
     if len(unpriced):
         how.append(f"what {len(unpriced)} cost is unknown (the steps that mapped them read from storage, or "
                    f"it could not be told, and no probe of their tier prices it), so no saving is claimed for them")
-    return [{
-        "level": "INFO", "title": "Input read through memory maps",
-        "detail": f"{len(m)} files were read through mmap: {names}{more}, {human_bytes(int(m['mmap_bytes'].sum()))} "
-                  f"in all (an estimate from the pages mapped). Page faults are not calls, so no call measured "
-                  f"their time; " + "; ".join(how) + ".",
-        "suggestion": "They are staging candidates like any input file (counted here with their mapped bytes)"
-                      + (": probe their tier (tfdarshan probe <mount>) to price the saving." if len(unpriced)
-                         else "."),
-        "evidence": {"files": int(len(m)), "mmap_bytes": int(m["mmap_bytes"].sum()), "unpriced": int(len(unpriced)),
-                     "in_memory": int(len(in_memory))}}]
+    return [Finding(
+        "INFO", "Input read through memory maps",
+        f"{len(m)} files were read through mmap: {names}{more}, {human_bytes(int(m['mmap_bytes'].sum()))} "
+        f"in all (an estimate from the pages mapped). Page faults are not calls, so no call measured "
+        f"their time; " + "; ".join(how) + ".",
+        "They are staging candidates like any input file (counted here with their mapped bytes)"
+        + (": probe their tier (tfdarshan probe <mount>) to price the saving." if len(unpriced) else "."),
+        {"files": int(len(m)), "mmap_bytes": int(m["mmap_bytes"].sum()), "unpriced": int(len(unpriced)),
+         "in_memory": int(len(in_memory))})]

@@ -1,4 +1,5 @@
-"""Advice as text, JSON or a self-contained HTML page with plots."""
+"""Advice as text, JSON or a self-contained HTML page with plots; per-node plans and a
+staged run's comparison with its baseline as text."""
 from __future__ import annotations
 
 import base64
@@ -8,7 +9,10 @@ import json
 
 import numpy as np
 
+from tfdarshan.advice import job_time
 from tfdarshan.advice.advisor import Advice
+from tfdarshan.advice.compare import served_label
+from tfdarshan.advice.findings import as_dicts
 from tfdarshan.measures.human import human_bytes, human_time
 from tfdarshan.advice.per_node import NodePlans
 
@@ -148,3 +152,44 @@ table{{border-collapse:collapse}}tr:nth-child(even){{background:#f4f4f4}}</style
 <h1>Staging advice</h1><p>{esc(a.summary())}</p>
 <h2>What to stage</h2><table><tr><th>dataset</th><th>files</th><th>size</th><th>predicted saving</th></tr>{rows}</table>
 <h2>Findings</h2><ul>{findings or "<li>none</li>"}</ul>{images}</body></html>"""
+
+
+def render_node_plans_json(p: NodePlans, findings=()) -> str:
+    return json.dumps({**p.to_dict(), "findings": as_dicts(findings)}, indent=1)
+
+
+def compare_text(r) -> str:
+    """--compare in words: what the user waits for, then the I/O time."""
+    w = r["wall"]
+
+    def change(k, what):
+        b, a, c = w[k]["before"], w[k]["after"], w[k]["change"]
+        if b is None or a is None:
+            return f"{what}: unknown (no step markers in {'BEFORE' if b is None else 'AFTER'})"
+        return f"{what} {human_time(b)} -> {human_time(a)} ({100 * c:+.0f} %)" if c is not None else \
+            f"{what} {human_time(b)} -> {human_time(a)}"
+    steps = w["steps"]
+    lines = [job_text(r["job"]),
+             change("step_time", "step time (median step; each step's slowest process)"),
+             change("training_time", f"training time (all steps: {steps['before']} before, {steps['after']} after)"),
+             change("window_time", "window (the whole profiled span)")]
+    ratio = (f"{r['achieved_over_predicted']:.2f} of the prediction of {human_time(r['predicted_saving'])}"
+             if r["predicted_saving"] is not None else "the manifest holds no prediction")
+    lines.append(f"staged files' I/O time, summed over threads and ranks (it can exceed the wall time it overlaps): "
+                 f"{human_time(r['before_time'])} before, {human_time(r['after_time'])} after "
+                 f"({r['copies_read']} of {r['staged_files']} copies read); saved {human_time(r['achieved_saving'])}, "
+                 f"{ratio}; input bandwidth {r['bandwidth_before'] / 2**20:.0f} -> {r['bandwidth_after'] / 2**20:.0f} MiB/s")
+    if r["served"]["staged"] is not None:
+        lines.append(served_label(r["served"]))
+    return "\n".join(lines)
+
+
+def job_text(j) -> str:
+    """--compare's first line: the job time saved against the plan's prediction."""
+    if j["before"] is None or j["after"] is None:
+        return f"job time: unknown (no training steps in {'BEFORE' if j['before'] is None else 'AFTER'})"
+    said = (f"predicted {human_time(j['predicted'])}; achieved/predicted {j['ratio']:.2f}" if j["ratio"] is not None
+            else f"predicted {human_time(j['predicted'])}" if j["predicted"] is not None
+            else "the manifest holds no job-time prediction (planned without step series)")
+    return (f"job time {human_time(j['before'])} -> {human_time(j['after'])}: saved {human_time(j['achieved'])}, "
+            f"{said} ({job_time.MODES[j['mode']]})")

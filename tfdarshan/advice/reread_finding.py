@@ -12,11 +12,12 @@ import pandas as pd
 
 from tfdarshan.advice import tfdata_files as TD
 from tfdarshan.advice.file_table import human_bytes
+from tfdarshan.advice.findings import Finding
 from tfdarshan.capture.snapshot import Snapshot
 
 
-def findings(snap: Snapshot, costs: pd.DataFrame) -> List[Dict]:
-    """The finding as a dict of advisor.Finding's fields, or none. costs:
+def findings(snap: Snapshot, costs: pd.DataFrame) -> List[Finding]:
+    """The finding, or none. costs:
     the advisor's, with its training_input and tfdata columns."""
     own = costs[costs["tfdata"] != ""] if "tfdata" in costs else costs.iloc[:0]
     if "training_input" in costs:
@@ -55,8 +56,8 @@ def findings(snap: Snapshot, costs: pd.DataFrame) -> List[Dict]:
         {**evidence, "tfdata_files": int(len(own)), "caches": caches})]
 
 
-def _finding(title: str, detail: str, suggestion: str, evidence: Dict) -> Dict:
-    return {"level": "HIGH", "title": title, "detail": detail, "suggestion": suggestion, "evidence": evidence}
+def _finding(title: str, detail: str, suggestion: str, evidence: Dict) -> Finding:
+    return Finding("HIGH", title, detail, suggestion, evidence)
 
 
 def mem_available() -> Optional[int]:
