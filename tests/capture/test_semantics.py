@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import tfdarshan
 from counters import row
-from places import NATIVE, ROOT
+from places import NATIVE, ROOT as REPO
 
 BUFLEN = 16384
 SKIPPED = -(2 ** 63)              # semops.c called nothing: the stream slot was empty
@@ -776,7 +776,7 @@ def test_random_pipe_sequences_agree(semops, workdir, ops):
 
 def test_every_hook_is_called_and_randomly_exercised(semops):
     assert RANDOM_OPS == set(semops.ops), "operations the random sequences never draw"
-    hooked = set(re.findall(r"^HOOK\((\w+),", (ROOT / "native" / "hooks.def").read_text(), re.M))
+    hooked = set(re.findall(r"^HOOK\((\w+),", (REPO / "native" / "hooks.def").read_text(), re.M))
     called = {sym for sym in semops.symbols.values() if sym}
     assert called <= hooked, f"operations calling unhooked functions: {called - hooked}"
     assert hooked - called == set(NOT_CALLED), "a hooked function no operation calls"
