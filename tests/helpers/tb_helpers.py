@@ -91,3 +91,20 @@ def open_tab(driver, url, timeout=60):
     driver.get(url + "/#tfdarshan")
     WebDriverWait(driver, timeout).until(EC.frame_to_be_available_and_switch_to_it((By.CSS_SELECTOR, "iframe")))
     WebDriverWait(driver, timeout).until(EC.presence_of_element_located((By.CSS_SELECTOR, "#tfd-files tbody tr")))
+
+
+def show_run(driver, run, chart, *also, timeout=60):
+    """Switch the tab to `run` (the run selector's value) and wait until its
+    file table, the chart `chart` and the elements whose ids are in `also`
+    are drawn."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+    driver.switch_to.default_content()
+    driver.switch_to.frame(driver.find_element(By.CSS_SELECTOR, "iframe"))
+    sel = Select(driver.find_element(By.ID, "tfd-run"))
+    if sel.first_selected_option.get_attribute("value") != run:
+        sel.select_by_value(run)
+    WebDriverWait(driver, timeout).until(
+        lambda drv: drv.find_elements(By.CSS_SELECTOR, "#tfd-files tbody tr")
+        and drv.find_elements(By.CSS_SELECTOR, f"#{chart} .main-svg")
+        and all(drv.find_elements(By.ID, e) for e in also))

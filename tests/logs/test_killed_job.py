@@ -30,7 +30,7 @@ from tfdarshan.capture import live
 from tfdarshan.logs import live_series
 from tfdarshan.logs.logdir import find_sessions, load_steps
 from tfdarshan.logs.series import SETUP_STEP
-from tb_helpers import browser, fetch, open_tab, tensorboard
+from tb_helpers import browser, fetch, open_tab, show_run, tensorboard
 from mpi_env import MPI_ENV, needs_mpi
 from places import WORKERS
 
@@ -243,7 +243,6 @@ def _summary(url, params):
 
 def test_the_tab_names_partial_logs(server, tb_root, solo, request):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select, WebDriverWait
     job_ = None if MPI_MISSING else request.getfixturevalue("job")
     # (the tab converts a live log itself when no command did: the solo run was analysed above, or not)
     solo_q = _query(tb_root, "solo")
@@ -254,14 +253,7 @@ def test_the_tab_names_partial_logs(server, tb_root, solo, request):
         open_tab(d, server, timeout=WAIT)
 
         def show(run, chart):
-            d.switch_to.default_content()
-            d.switch_to.frame(d.find_element(By.CSS_SELECTOR, "iframe"))
-            sel = Select(d.find_element(By.ID, "tfd-run"))
-            if sel.first_selected_option.get_attribute("value") != run:
-                sel.select_by_value(run)
-            WebDriverWait(d, WAIT).until(lambda drv: drv.find_elements(By.CSS_SELECTOR, "#tfd-files tbody tr")
-                                         and drv.find_elements(By.CSS_SELECTOR, f"#{chart} .main-svg")
-                                         and drv.find_elements(By.ID, "tfd-partial"))
+            show_run(d, run, chart, "tfd-partial", timeout=WAIT)
             return d.find_element(By.ID, "tfd-partial").text
 
         note = show("solo", "tfd-hist")

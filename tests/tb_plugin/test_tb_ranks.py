@@ -22,7 +22,7 @@ from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import find_sessions
 from tfdarshan.logs.series import read_parquet, write_parquet
 from rank_session import PIPELINE, RANKS_PER_NODE, pipeline_inputs, rank_of, real_session, scale, scaled_host
-from tb_helpers import ARTIFACTS, browser, fetch, open_tab, tensorboard
+from tb_helpers import ARTIFACTS, browser, fetch, open_tab, show_run, tensorboard
 
 REAL, RANKS, FEW = 4, 64, 8
 DAMAGED = 2                             # the rank whose log the "damaged" run has cut short
@@ -240,21 +240,13 @@ return out;
 
 @pytest.fixture(scope="module")
 def tab(server):
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select, WebDriverWait
     d = browser()
     try:
         d.set_window_size(1600, 1200)
         open_tab(d, server, timeout=WAIT)
 
         def show(run, chart):
-            d.switch_to.default_content()
-            d.switch_to.frame(d.find_element(By.CSS_SELECTOR, "iframe"))
-            sel = Select(d.find_element(By.ID, "tfd-run"))
-            if sel.first_selected_option.get_attribute("value") != run:
-                sel.select_by_value(run)
-            WebDriverWait(d, WAIT).until(lambda drv: drv.find_elements(By.CSS_SELECTOR, "#tfd-files tbody tr")
-                                         and drv.find_elements(By.CSS_SELECTOR, f"#{chart} .main-svg"))
+            show_run(d, run, chart, timeout=WAIT)
             return d.execute_script(CHARTS_JS)
         yield d, show
         severe = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
