@@ -8,6 +8,8 @@ the log directory (symlinks) are not served."""
 from __future__ import annotations
 
 import collections
+import functools
+import gzip
 import importlib.resources
 import json
 import logging
@@ -21,6 +23,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
+from tfdarshan.analysis.analyze import tables_fresh
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import live_log
 from tfdarshan.logs.logdir import find_sessions
@@ -75,6 +78,12 @@ class IOPlugin(base_plugin.TBPlugin):
         # (session directory, host) -> the stages of its last load, for the page to show
         self._progress = {}
         self._loading_now = set()
+        # the session the page opens first, read while TensorBoard starts and
+        # draws its own page (as TensorBoard reads its event files), so that
+        # opening the tab does not wait for it
+        self.reading_ahead = threading.Thread(target=self._read_ahead, name="tfdarshan-tab-read-ahead", daemon=True)
+        if self._logdir:
+            self.reading_ahead.start()
 
     # ------------------------------------------------------------ TBPlugin
     def get_plugin_apps(self):
@@ -134,7 +143,11 @@ class IOPlugin(base_plugin.TBPlugin):
         """(key, data): the session the request names, loaded once: one
         process's log, all of them, or (a many-rank session as a whole) its
         analysis tables. The key changes when a log or the stored advice does."""
-        session, host = self._named(request, whole)
+        return self._load(*self._named(request, whole))
+
+    def _load(self, session, host):
+        """(key, data) of a session (host None: the whole of it), loaded once
+        however many ask at the same time."""
         hosts = [host] if host else list(session.hosts)
         stamp = tuple(os.stat(session.directory / f"{h}.darshan").st_mtime_ns for h in hosts)
         try:
@@ -183,6 +196,23 @@ class IOPlugin(base_plugin.TBPlugin):
                         del self._answers[k]
         return key, data
 
+    def _read_ahead(self):
+        """Compress the chart library, and load the session the page shows
+        first (index.js: the last run's last session, every host), unless that needs its analysis tables
+        built: no Dask run starts before someone opens the tab."""
+        try:
+            chart_library_gzipped()
+            sessions = self._find()         # (sorted by run, then session: the page's last is the last)
+            if not sessions:
+                return
+            session = sessions[-1]
+            if rank_data.is_many_ranks(session) and not tables_fresh(session.directory):
+                return
+            self._load(session, None)
+        except Exception as e:      # the request that asks for it says what is wrong
+            log.info("could not read the newest session ahead: %s", str(e).splitlines()[0] if str(e)
+                     else type(e).__name__)
+
     def _recommend_target(self, session):
         """What to hand `tfdarshan recommend` to find this session: the log
         directory, or the run's directory when another run has a session of
@@ -201,9 +231,11 @@ class IOPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_plotly(self, request):
-        js = chart_library()
-        # the installed library does not change while TensorBoard runs: let browsers keep it
-        return http_util.Respond(request, js, "text/javascript", expires=86400)
+        # the installed library does not change while TensorBoard runs: let
+        # browsers keep it, and compress it once (a browser that takes no gzip
+        # gets it uncompressed from Respond)
+        return http_util.Respond(request, chart_library_gzipped(), "text/javascript", expires=86400,
+                                 content_encoding="gzip")
 
     @wrappers.Request.application
     def _serve_runs(self, request):
@@ -292,6 +324,13 @@ def chart_library() -> bytes:
         return CHART_BUNDLE.read_bytes()
     except OSError:
         return (importlib.resources.files("plotly") / "package_data" / "plotly.min.js").read_bytes()
+
+
+@functools.lru_cache(maxsize=1)
+def chart_library_gzipped() -> bytes:
+    """chart_library(), compressed once (1.5 MB: each request compressed it
+    again before, holding the server's interpreter meanwhile)."""
+    return gzip.compress(chart_library(), compresslevel=6, mtime=0)
 
 
 def _json(request, payload, code=200):

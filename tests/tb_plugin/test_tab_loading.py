@@ -6,11 +6,13 @@ JSON route the tab has is asked for the whole session, and afterwards no
 module of Dask was ever imported in the server (the analysis imports Dask
 only to run), and no file of the tables was replaced. The same server, once
 a rank log is newer than the tables, does import Dask and rebuild them: the
-observation can see what it rules out."""
+observation can see what it rules out. The plugin reads such a session
+ahead when TensorBoard starts, and one whose tables need building not."""
 import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -93,3 +95,35 @@ def test_opening_a_session_with_current_tables_starts_no_dask_run(analysed, tmp_
         assert DASK_IMPORT.findall(output.read_text())
     after = tables_state(session)
     assert after["."][0] != before["."][0]      # the tables' directory was built again (a new inode)
+
+
+def _read_ahead(logdir):
+    """A plugin made as TensorBoard makes it, once its read ahead has ended."""
+    from tensorboard.plugins import base_plugin
+    from tfdarshan_tb.plugin import IOPlugin
+    plugin = IOPlugin(base_plugin.TBContext(logdir=str(logdir)))
+    plugin.reading_ahead.join(300)
+    assert not plugin.reading_ahead.is_alive()
+    return plugin
+
+
+def test_a_session_with_current_tables_is_read_ahead_and_one_without_is_not(analysed, tmp_path):
+    logdir, session = analysed
+    fresh = tmp_path / "fresh"
+    shutil.copytree(logdir, fresh, symlinks=True)
+    [copy] = [p.parent for p in fresh.rglob("analysis") if p.parent.name == session.name]
+    before = tables_state(copy)
+    plugin = _read_ahead(fresh)
+    # the tables are current: read ahead (the page's first view, the whole session), none replaced
+    assert [(k[0], k[1]) for k in plugin._data] == [(str(copy), None)]
+    assert tables_state(copy) == before
+    # a rank log newer than the tables: building them waits for someone to open the tab
+    stale = tmp_path / "stale"
+    shutil.copytree(logdir, stale, symlinks=True)
+    [copy] = [p.parent for p in stale.rglob("analysis") if p.parent.name == session.name]
+    log = next(copy.glob("*.rank0.darshan"))
+    past = log.stat().st_mtime - 60
+    os.utime(copy / "analysis", (past, past))
+    before = tables_state(copy)
+    plugin = _read_ahead(stale)
+    assert not plugin._data and tables_state(copy) == before
