@@ -198,8 +198,9 @@ class IOPlugin(base_plugin.TBPlugin):
 
     def _read_ahead(self):
         """Compress the chart library, and load the session the page shows
-        first (index.js: the last run's last session, every host), unless that needs its analysis tables
-        built: no Dask run starts before someone opens the tab."""
+        first (index.js: the last run's last session, every host), unless
+        that needs its analysis tables built: no Dask run starts before
+        someone opens the tab."""
         try:
             chart_library_gzipped()
             sessions = self._find()         # (sorted by run, then session: the page's last is the last)
