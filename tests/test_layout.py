@@ -15,7 +15,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "tfdarshan"
-PLUGIN = ROOT / "tb_plugin"
+PLUGIN = ROOT / "tfdarshan_tb"
 
 # what each room of tfdarshan may import (errors and _version are leaves every room may use)
 LEAVES = {"errors", "_version"}
@@ -111,7 +111,7 @@ def wrong_way(name: str, path: pathlib.Path):
         allowed = allowed | {"shim"}
     bad = []
     for target, line in imports(path, name):
-        if target.split(".")[0] in ("tfdarshan_tb", "tb_plugin", "case_studies"):
+        if target.split(".")[0] in ("tfdarshan_tb", "case_studies"):
             bad.append(f"line {line}: {target} (nothing in tfdarshan imports the tab or the case studies)")
             continue
         if not ours(target):
@@ -170,11 +170,11 @@ def test_tab_reads_logs_and_advice_only(path):
 
 
 def presenters_imported(path: pathlib.Path, name: str):
-    """The imports of a tab module (as tfdarshan_tb or tb_plugin) that name a presenter."""
+    """The imports of a tab module that name a presenter."""
     bad = []
     for target, line in imports(path, name):
         parts = target.split(".")
-        if parts[0] in ("tfdarshan_tb", "tb_plugin") and len(parts) > 1 \
+        if parts[0] == "tfdarshan_tb" and len(parts) > 1 \
                 and f"tfdarshan_tb.{parts[1]}" in TAB_PRESENTERS:
             bad.append(f"line {line}: {target}")
     return bad
@@ -190,7 +190,7 @@ def test_the_tab_loads_data_apart_from_its_views(name):
 
 def test_the_checker_sees_a_loader_import_a_view(tmp_path):
     bad = tmp_path / "loader.py"
-    bad.write_text("from tfdarshan_tb.views import display_path\n\n\ndef f():\n    from tb_plugin import rank_views\n"
+    bad.write_text("from tfdarshan_tb.views import display_path\n\n\ndef f():\n    from tfdarshan_tb import rank_views\n"
                    "    from tfdarshan_tb import downsample\n")
     found = presenters_imported(bad, "tfdarshan_tb.rank_data")
     assert [x.split(":")[0] for x in found] == ["line 1", "line 5"], found

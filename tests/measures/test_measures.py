@@ -120,8 +120,8 @@ def test_one_process_and_many_rank_file_tables_agree(session):
 
 
 # ------------------------------------------------------------- one definition
-SOURCES = sorted((ROOT / "tfdarshan").rglob("*.py")) + sorted((ROOT / "tb_plugin").rglob("*.py")) \
-    + sorted((ROOT / "tb_plugin" / "static").glob("*.js"))
+SOURCES = sorted((ROOT / "tfdarshan").rglob("*.py")) + sorted((ROOT / "tfdarshan_tb").rglob("*.py")) \
+    + sorted((ROOT / "tfdarshan_tb" / "static").glob("*.js"))
 MEASURES = ROOT / "tfdarshan" / "measures"
 # names that meant different sums in different places, or a share here and seconds there
 AMBIGUOUS = {

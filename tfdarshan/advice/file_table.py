@@ -12,8 +12,7 @@ from tfdarshan.capture import mounts as M
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.measures import time_in_calls as T
 from tfdarshan.measures.bandwidth import bandwidth
-# re-exported for the modules that still import them from here (their one definition is measures/human.py)
-from tfdarshan.measures.human import human_bytes, human_time, percent  # noqa: F401
+from tfdarshan.measures.human import human_bytes, percent
 
 
 COLUMNS = ["path", "interface", "tier", "bytes_read", "bytes_written", "reads", "writes", "opens", "stats",
