@@ -1,5 +1,5 @@
 """The layout keeps itself: imports run one way between the sub-packages
-(cli -> advice / analysis / tf -> logs -> measures -> capture), no module imports another that
+(cli -> advice / analysis / tf -> logs -> steps -> measures -> capture), no module imports another that
 imports it back, the TensorBoard plugin reads logs, advice and analysis tables and never the
 TensorFlow hooks, and no module grows past what one can read in a sitting. In the C shim,
 each object file takes symbols only from the files below it (native/build_shim.py lists
@@ -21,18 +21,20 @@ PLUGIN = ROOT / "tfdarshan_tb"
 LEAVES = {"errors", "_version"}
 SHIM = "tfdarshan._native_shim"            # the compiled cffi module: only the binding touches it
 SHIM_USERS = {"tfdarshan.capture._native"}
-# measures: every figure a user reads, defined once; arithmetic on frames that any room above may use
+# measures: every figure a user reads, defined once; arithmetic on frames that any room above may use.
+# steps: the step series' tables and the bookkeeping that builds them, which logs write beside each log
 ALLOWED = {
     "capture": {"capture"},
     "measures": {"capture", "measures"},
-    "logs": {"capture", "measures", "logs"},
-    "tf": {"capture", "measures", "logs", "tf"},
-    "advice": {"capture", "measures", "logs", "advice"},
-    "analysis": {"capture", "measures", "logs", "analysis"},
-    "cli": {"capture", "measures", "logs", "tf", "advice", "analysis", "cli", "top"},
-    "top": {"capture", "measures", "logs", "tf", "advice", "top"},      # the public API: __init__, api, keras
+    "steps": {"capture", "measures", "steps"},
+    "logs": {"capture", "measures", "steps", "logs"},
+    "tf": {"capture", "measures", "steps", "logs", "tf"},
+    "advice": {"capture", "measures", "steps", "logs", "advice"},
+    "analysis": {"capture", "measures", "steps", "logs", "analysis"},
+    "cli": {"capture", "measures", "steps", "logs", "tf", "advice", "analysis", "cli", "top"},
+    "top": {"capture", "measures", "steps", "logs", "tf", "advice", "top"},   # the public API: __init__, api, keras
 }
-PLUGIN_ALLOWED = {"capture", "measures", "logs", "advice", "analysis"}
+PLUGIN_ALLOWED = {"capture", "measures", "steps", "logs", "advice", "analysis"}
 # the tab's loaders (a session read into frames) and its presenters (frames into JSON): loaders never
 # import a presenter
 TAB_LOADERS = {"tfdarshan_tb.session_data", "tfdarshan_tb.rank_data"}

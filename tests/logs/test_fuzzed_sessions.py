@@ -40,7 +40,7 @@ from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs.darshan_format import HEADER
 from tfdarshan.logs.darshan_log import read_darshan_log
 from tfdarshan.logs.darshan_reader import read_job_record
-from tfdarshan.logs.series import STEP_COLUMNS
+from tfdarshan.steps.series import STEP_COLUMNS
 from tfdarshan_tb.plugin import IOPlugin
 
 # examples a run, by how long one takes: the whole file stays well under a

@@ -20,7 +20,7 @@ import tfdarshan
 from tfdarshan.analysis.analyze import analyze, rank_logs
 from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import find_sessions
-from tfdarshan.logs.series import read_parquet, write_parquet
+from tfdarshan.steps.series import read_parquet, write_parquet
 from rank_session import PIPELINE, RANKS_PER_NODE, pipeline_inputs, rank_of, real_session, scale, scaled_host
 from tb_helpers import ARTIFACTS, browser, fetch, open_tab, show_run, tensorboard
 

@@ -17,7 +17,7 @@ import pytest
 
 import tfdarshan
 from tfdarshan.tf import hooks, profiler_hooks
-from tfdarshan.logs.series import AFTER_STEPS, SETUP_STEP, read_parquet
+from tfdarshan.steps.series import AFTER_STEPS, SETUP_STEP, read_parquet
 from tf_training import dataset, model, profiled_custom_loop, write_tfrecords
 from places import WORKERS
 

@@ -29,9 +29,10 @@ from typing import Optional, Tuple
 from tfdarshan.capture import _native, live, ranks, served
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logs import darshan_format, jobdir, joblog, live_series, series
+from tfdarshan.logs import darshan_format, jobdir, joblog, live_series
 from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import session_root
+from tfdarshan.steps import series
 from tfdarshan.tf import flight_recorder, session as session_mod, steps as S
 
 log = logging.getLogger("tfdarshan")

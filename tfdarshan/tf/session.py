@@ -28,8 +28,9 @@ from tfdarshan.capture import _native, config, live, mounts as M, ranks, served
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logs import destination, live_series, series
+from tfdarshan.logs import destination, live_series
 from tfdarshan.logs.darshan_log import job_id_from_environment, write_darshan_log
+from tfdarshan.steps import series
 from tfdarshan.tf import xplane
 from tfdarshan.tf.steps import StepSeries
 
