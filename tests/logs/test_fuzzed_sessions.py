@@ -10,7 +10,7 @@ three-rank job run once for the module under `tfdarshan run` (its rank 2
 killed with SIGKILL, so it leaves a live log), as the job left it and after
 `joblog`, `analyze` and `recommend`; hypothesis mutates their bytes. The
 commands run in this process (main(), as `tfdarshan` calls it; the tab's
-routes through the plugin's WSGI apps, as TensorBoard mounts them), and a
+routes through the plugin's WSGI apps, as TensorBoard serves them), and a
 few in real processes, for their exit status and stderr."""
 import contextlib
 import dataclasses

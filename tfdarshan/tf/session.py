@@ -34,7 +34,7 @@ from tfdarshan.steps import series
 from tfdarshan.tf import xplane
 from tfdarshan.tf.steps import StepSeries
 
-log = logging.getLogger("tfdarshan")
+logger = logging.getLogger("tfdarshan")
 
 
 def run_directory_name(when: Optional[float] = None) -> str:
@@ -209,7 +209,7 @@ class ProfileSession:
                     xplane.merge_io(xp, snap)
                     out["xplane"] = xp
                 except Exception as e:   # the profile itself must survive our failure
-                    log.warning("tfdarshan: could not add I/O to %s: %s", xp, e)
+                    logger.warning("tfdarshan: could not add I/O to %s: %s", xp, e)
             served_path = served.write_beside(snap.meta.get("served"), run_dir / f"{stem}.darshan")
             if served_path:
                 out["served"] = served_path
