@@ -10,14 +10,14 @@ SOURCES := pyproject.toml setup.py $(wildcard native/*.c native/*.h native/*.def
 # Debian's Chromium and ChromeDriver for the tab's browser tests
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# Plotly's cartesian bundle for the tab (tb_plugin/plugin.py, CHART_BUNDLE):
+# Plotly's cartesian bundle for the tab (tfdarshan_tb/plugin.py, CHART_BUNDLE):
 # fetched from the npm registry, checked against the hash it was published
 # with, never committed. Without npm the tab falls back to the plotly
 # package's larger bundle, so a failed fetch warns and goes on.
 CHART_PKG := plotly.js-cartesian-dist-min
 CHART_VER := 4.1.1
 CHART_SHA := sha512-o8GrFeusncwBIxbBynRJpY4pkgVB6caM+JLpwrLYbbsO7dZ8FJ+SVN2Fr+L7kiG/Z6w4P5O0Jus/Qr5EefHVeg==
-CHART_JS  := tb_plugin/static/vendor/plotly-cartesian.min.js
+CHART_JS  := tfdarshan_tb/static/vendor/plotly-cartesian.min.js
 
 .PHONY: demo test docs bench install browser system-deps case-studies clean charts
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE.parent / "tests" / "helpers"))
 def build_logdir(root: pathlib.Path, n_files: int, n_steps: int) -> pathlib.Path:
     from bench_log import synthetic_snapshot
     from tfdarshan.logs.darshan_log import write_darshan_log
-    from tfdarshan.logs.series import write_parquet as _write_parquet
+    from tfdarshan.steps.series import write_parquet as _write_parquet
     from tfdarshan.tf.steps import FIELDS
     snap = synthetic_snapshot(n_files)
     run = root / "logs" / "train" / "plugins" / "profile" / "2026_01_01_00_00_00"

@@ -24,12 +24,11 @@ if "TFDARSHAN_TIERS" not in os.environ:
 
 
 def _tab_from_this_checkout():
-    """tb_plugin/ is installed as tfdarshan_tb, and an editable install maps
-    that name to the checkout it was made from: a second worktree sharing the
-    virtualenv would test the other checkout's tab, even with itself on
-    PYTHONPATH. A link named tfdarshan_tb, first on the path of this process
+    """An editable install maps the tab's package, tfdarshan_tb, to the
+    checkout it was made from: a second worktree sharing the virtualenv
+    would test the other checkout's tab, even with itself on PYTHONPATH. A link named tfdarshan_tb, first on the path of this process
     and of the TensorBoard servers the tests start, makes it this checkout's."""
-    mine = pathlib.Path(__file__).resolve().parent.parent / "tb_plugin"
+    mine = pathlib.Path(__file__).resolve().parent.parent / "tfdarshan_tb"
     spec = importlib.util.find_spec("tfdarshan_tb")
     if spec and spec.origin and pathlib.Path(spec.origin).resolve().parent == mine:
         return

@@ -1,5 +1,5 @@
 """The layout keeps itself: imports run one way between the sub-packages
-(cli -> advice / analysis / tf -> logs -> measures -> capture), no module imports another that
+(cli -> advice / analysis / tf -> logs -> steps -> measures -> capture), no module imports another that
 imports it back, the TensorBoard plugin reads logs, advice and analysis tables and never the
 TensorFlow hooks, and no module grows past what one can read in a sitting. In the C shim,
 each object file takes symbols only from the files below it (native/build_shim.py lists
@@ -15,24 +15,26 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "tfdarshan"
-PLUGIN = ROOT / "tb_plugin"
+PLUGIN = ROOT / "tfdarshan_tb"
 
 # what each room of tfdarshan may import (errors and _version are leaves every room may use)
 LEAVES = {"errors", "_version"}
 SHIM = "tfdarshan._native_shim"            # the compiled cffi module: only the binding touches it
 SHIM_USERS = {"tfdarshan.capture._native"}
-# measures: every figure a user reads, defined once; arithmetic on frames that any room above may use
+# measures: every figure a user reads, defined once; arithmetic on frames that any room above may use.
+# steps: the step series' tables and the bookkeeping that builds them, which logs write beside each log
 ALLOWED = {
     "capture": {"capture"},
     "measures": {"capture", "measures"},
-    "logs": {"capture", "measures", "logs"},
-    "tf": {"capture", "measures", "logs", "tf"},
-    "advice": {"capture", "measures", "logs", "advice"},
-    "analysis": {"capture", "measures", "logs", "analysis"},
-    "cli": {"capture", "measures", "logs", "tf", "advice", "analysis", "cli", "top"},
-    "top": {"capture", "measures", "logs", "tf", "advice", "top"},      # the public API: __init__, api, keras
+    "steps": {"capture", "measures", "steps"},
+    "logs": {"capture", "measures", "steps", "logs"},
+    "tf": {"capture", "measures", "steps", "logs", "tf"},
+    "advice": {"capture", "measures", "steps", "logs", "advice"},
+    "analysis": {"capture", "measures", "steps", "logs", "analysis"},
+    "cli": {"capture", "measures", "steps", "logs", "tf", "advice", "analysis", "cli", "top"},
+    "top": {"capture", "measures", "steps", "logs", "tf", "advice", "top"},   # the public API: __init__, api, keras
 }
-PLUGIN_ALLOWED = {"capture", "measures", "logs", "advice", "analysis"}
+PLUGIN_ALLOWED = {"capture", "measures", "steps", "logs", "advice", "analysis"}
 # the tab's loaders (a session read into frames) and its presenters (frames into JSON): loaders never
 # import a presenter
 TAB_LOADERS = {"tfdarshan_tb.session_data", "tfdarshan_tb.rank_data"}
@@ -111,7 +113,7 @@ def wrong_way(name: str, path: pathlib.Path):
         allowed = allowed | {"shim"}
     bad = []
     for target, line in imports(path, name):
-        if target.split(".")[0] in ("tfdarshan_tb", "tb_plugin", "case_studies"):
+        if target.split(".")[0] in ("tfdarshan_tb", "case_studies"):
             bad.append(f"line {line}: {target} (nothing in tfdarshan imports the tab or the case studies)")
             continue
         if not ours(target):
@@ -170,11 +172,11 @@ def test_tab_reads_logs_and_advice_only(path):
 
 
 def presenters_imported(path: pathlib.Path, name: str):
-    """The imports of a tab module (as tfdarshan_tb or tb_plugin) that name a presenter."""
+    """The imports of a tab module that name a presenter."""
     bad = []
     for target, line in imports(path, name):
         parts = target.split(".")
-        if parts[0] in ("tfdarshan_tb", "tb_plugin") and len(parts) > 1 \
+        if parts[0] == "tfdarshan_tb" and len(parts) > 1 \
                 and f"tfdarshan_tb.{parts[1]}" in TAB_PRESENTERS:
             bad.append(f"line {line}: {target}")
     return bad
@@ -190,7 +192,7 @@ def test_the_tab_loads_data_apart_from_its_views(name):
 
 def test_the_checker_sees_a_loader_import_a_view(tmp_path):
     bad = tmp_path / "loader.py"
-    bad.write_text("from tfdarshan_tb.views import display_path\n\n\ndef f():\n    from tb_plugin import rank_views\n"
+    bad.write_text("from tfdarshan_tb.views import display_path\n\n\ndef f():\n    from tfdarshan_tb import rank_views\n"
                    "    from tfdarshan_tb import downsample\n")
     found = presenters_imported(bad, "tfdarshan_tb.rank_data")
     assert [x.split(":")[0] for x in found] == ["line 1", "line 5"], found

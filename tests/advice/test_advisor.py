@@ -360,7 +360,7 @@ def test_compare_checks_the_staged_copies_were_read(tmp_path):
 def test_times_under_ten_microseconds_keep_a_decimal():
     """The demo said a zero-byte read cost "about 0 µs each": a cached call
     of 0.4 µs is not free."""
-    from tfdarshan.advice.file_table import human_time
+    from tfdarshan.measures.human import human_time
     assert [human_time(t) for t in (0.0, 0.44e-6, 3.25e-6, 9.4e-6, 12.4e-6, 250e-6, 2.5e-3)] == \
         ["0 µs", "0.4 µs", "3.2 µs", "9.4 µs", "12 µs", "250 µs", "2.5 ms"]
 

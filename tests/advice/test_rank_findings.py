@@ -143,7 +143,7 @@ def test_each_finding_fires_with_the_evidence_in_the_logs(troubled, shm, shm_tie
     (s,) = [f for f in found if "straggling" in f.title]
     assert set(s.evidence["stragglers"]) == slow
     assert s.evidence["median_input_wait_share"] == pytest.approx(median)
-    assert s.evidence["stragglers"][2]["explained_by"] == ["tier"] and ranks.loc[2, "mostly_disk"]
+    assert s.evidence["stragglers"][2]["explained_by"] == ["mount"] and ranks.loc[2, "mostly_disk"]
     assert "files" in s.evidence["stragglers"][3]["explained_by"]
     assert s.evidence["usual_mount"] == "/dev/shm"
     # the file all ranks read

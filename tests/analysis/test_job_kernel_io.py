@@ -17,7 +17,7 @@ from rank_session import real_session
 from tb_helpers import fetch, tensorboard
 from tfdarshan.analysis import analyze as A
 from tfdarshan.logs.logdir import find_sessions
-from tfdarshan.logs.series import read_parquet, write_parquet
+from tfdarshan.steps.series import read_parquet, write_parquet
 
 SIZE = 4 << 20          # whole pages: a memmap summed from start to end maps every one
 STEPS = 2

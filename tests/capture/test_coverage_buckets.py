@@ -6,7 +6,7 @@ coverage card over ranks. Once every rank of a full capture read 49 %
 and the job view had no card at all.
 
 With it, the smaller things a user of a four-rank job saw: the standard
-streams are not an "unknown tier" without a bar, and the mounts table
+streams are not an "unknown mount" without a bar, and the mounts table
 counts distinct files, not the ranks' counts summed."""
 import json
 import os
@@ -140,16 +140,16 @@ def test_the_job_view_has_a_coverage_card_over_ranks(job):
     assert card["share"] >= 0.9
 
 
-def test_standard_streams_are_not_an_unknown_tier(job):
+def test_standard_streams_are_not_an_unknown_mount(job):
     _, s, _ = job
     many = rank_data.RankSessionData(s)
     assert (many.mounts_table["mount"] == M.STREAMS).any()           # the <STDERR> records are there...
-    tiers = {m["tier"] for m in rank_views.mounts(many)["mounts"]}
-    assert session_data.UNKNOWN_TIER not in tiers and M.STREAMS not in tiers  # ...and not a storage tier
+    mounts = {m["mount"] for m in rank_views.mounts(many)["mounts"]}
+    assert session_data.UNKNOWN_MOUNT not in mounts and M.STREAMS not in mounts  # ...and not storage
     one = session_data.SessionData(s, s.hosts[0])
-    assert session_data.UNKNOWN_TIER not in {m["tier"] for m in views.mounts(one)["mounts"]}
+    assert session_data.UNKNOWN_MOUNT not in {m["mount"] for m in views.mounts(one)["mounts"]}
     table = one.files.set_index("path")
-    assert table.at["<STDERR>", "tier"] == M.STREAMS
+    assert table.at["<STDERR>", "mount"] == M.STREAMS
 
 
 def test_the_mounts_table_counts_distinct_files(job):

@@ -295,7 +295,7 @@ def test_coverage_names_the_files_darshan_cannot_see_and_counts_the_copies(tmp_p
 
 
 def test_a_step_series_written_before_these_columns_reads_them_as_zero(tmp_path):
-    from tfdarshan.logs import series
+    from tfdarshan.steps import series
     old = {c: [1] for c in series.FILE_COLUMNS if c not in series.OPTIONAL_FIELDS}
     old.update(module=["POSIX"], record_id=[7])
     path = series.write_parquet(__import__("pandas").DataFrame(old), tmp_path / "old.step_files.parquet")

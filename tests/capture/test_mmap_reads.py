@@ -117,7 +117,7 @@ def test_keras_fit_from_a_memmapped_array_is_in_the_step_series(tf, tmp_path):
     import keras
     import tfdarshan.keras
     from tfdarshan.logs.logdir import find_sessions, load_snapshot, load_steps
-    from tfdarshan.logs.series import SETUP_STEP
+    from tfdarshan.steps.series import SETUP_STEP
     rows, width, batch = 8192, 256, 1024
     path = tmp_path / "features.f32"
     np.random.default_rng(0).standard_normal((rows, width), dtype=np.float32).tofile(path)

@@ -6,7 +6,7 @@ Expected mistakes end in one clear line and a non-zero exit (or a 4xx JSON
 answer); nothing raises a stray exception or crashes. The Darshan log reader
 is fuzzed in test_darshan_log.py, the tab's routes on a real server in
 test_tb_plugin.py; here the routes are driven through the plugin's own WSGI
-apps, which is what TensorBoard mounts."""
+apps, which is what TensorBoard serves."""
 import contextlib
 import dataclasses
 import io

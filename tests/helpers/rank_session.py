@@ -19,7 +19,7 @@ import tfdarshan
 from tfdarshan.analysis.analyze import rank_logs
 from tfdarshan.capture import mounts as M
 from tfdarshan.logs.darshan_log import write_darshan_log
-from tfdarshan.logs.series import read_parquet, write_parquet
+from tfdarshan.steps.series import read_parquet, write_parquet
 
 # a small pipeline: every rank reads one shared file and its own shard each step
 PIPELINE = """

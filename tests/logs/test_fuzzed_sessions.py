@@ -10,7 +10,7 @@ three-rank job run once for the module under `tfdarshan run` (its rank 2
 killed with SIGKILL, so it leaves a live log), as the job left it and after
 `joblog`, `analyze` and `recommend`; hypothesis mutates their bytes. The
 commands run in this process (main(), as `tfdarshan` calls it; the tab's
-routes through the plugin's WSGI apps, as TensorBoard mounts them), and a
+routes through the plugin's WSGI apps, as TensorBoard serves them), and a
 few in real processes, for their exit status and stderr."""
 import contextlib
 import dataclasses
@@ -40,7 +40,7 @@ from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs.darshan_format import HEADER
 from tfdarshan.logs.darshan_log import read_darshan_log
 from tfdarshan.logs.darshan_reader import read_job_record
-from tfdarshan.logs.series import STEP_COLUMNS
+from tfdarshan.steps.series import STEP_COLUMNS
 from tfdarshan_tb.plugin import IOPlugin
 
 # examples a run, by how long one takes: the whole file stays well under a

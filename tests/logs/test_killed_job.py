@@ -29,7 +29,7 @@ from tfdarshan.analysis.analyze import read_table
 from tfdarshan.capture import live
 from tfdarshan.logs import live_series
 from tfdarshan.logs.logdir import find_sessions, load_steps
-from tfdarshan.logs.series import SETUP_STEP
+from tfdarshan.steps.series import SETUP_STEP
 from tb_helpers import browser, fetch, open_tab, show_run, tensorboard
 from mpi_env import MPI_ENV, needs_mpi
 from places import WORKERS

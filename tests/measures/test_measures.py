@@ -109,19 +109,19 @@ def test_one_process_and_many_rank_file_tables_agree(session):
     assert set(rows_a.index) == set(rows_b.index) == set(want.index)
     assert np.allclose(rows_a[want.index], want, rtol=1e-9, atol=1e-15)
     assert np.allclose(rows_b[want.index], want, rtol=1e-9, atol=1e-15)
-    # per tier, read bandwidth over read time alone, alike
-    ta = {m["tier"]: m for m in views.mounts(one)["mounts"]}
-    tb = {m["tier"]: m for m in rank_views.mounts(many)["mounts"]}
+    # per mount, read bandwidth over read time alone, alike
+    ta = {m["mount"]: m for m in views.mounts(one)["mounts"]}
+    tb = {m["mount"]: m for m in rank_views.mounts(many)["mounts"]}
     assert ta and set(ta) == set(tb)
-    for tier in ta:
+    for mount in ta:
         for k in ("bytes_read", "read_time", "write_time", "meta_time", "read_bandwidth"):
-            x, y = ta[tier][k], tb[tier][k]
-            assert (x is None) == (y is None) and (x is None or x == pytest.approx(y, rel=1e-9)), (tier, k)
+            x, y = ta[mount][k], tb[mount][k]
+            assert (x is None) == (y is None) and (x is None or x == pytest.approx(y, rel=1e-9)), (mount, k)
 
 
 # ------------------------------------------------------------- one definition
-SOURCES = sorted((ROOT / "tfdarshan").rglob("*.py")) + sorted((ROOT / "tb_plugin").rglob("*.py")) \
-    + sorted((ROOT / "tb_plugin" / "static").glob("*.js"))
+SOURCES = sorted((ROOT / "tfdarshan").rglob("*.py")) + sorted((ROOT / "tfdarshan_tb").rglob("*.py")) \
+    + sorted((ROOT / "tfdarshan_tb" / "static").glob("*.js"))
 MEASURES = ROOT / "tfdarshan" / "measures"
 # names that meant different sums in different places, or a share here and seconds there
 AMBIGUOUS = {
@@ -147,6 +147,26 @@ def offences(paths, rules):
     return out
 
 
+# the words: "tier" is a tier `tfdarshan probe` measured (or a TOML file declared), so where
+# no tier is known (the tab, the per-file table, capture, the logs, the analysis tables) a
+# file's place is its mount; "log" is a log, so a logger is not named log
+MOUNT_PLACES = [p for p in SOURCES if not any(part in ("advice", "cli", "tf") for part in p.relative_to(ROOT).parts)] \
+    + [ROOT / "tfdarshan" / "advice" / "file_table.py"]
+WORDS = {
+    # (a line that names the fast tier or a probe speaks of a tier)
+    "tier where a mount is meant": re.compile(r"(?im)^(?!.*(fast.tier|probe)).*?(?<![a-z])tier"),
+    "a logger named log": re.compile(r"^\s*log = logging\.getLogger", re.M),
+}
+
+
+def test_words_mean_one_thing():
+    bad = offences(MOUNT_PLACES, {k: v for k, v in WORDS.items() if k.startswith("tier")})
+    bad += offences(SOURCES, {k: v for k, v in WORDS.items() if not k.startswith("tier")})
+    assert not bad, "a word used for another thing:\n" + "\n".join(bad)
+    moved = {"series.py", "step_entries.py", "input_wait.py"}      # step tables and a metric, not logs
+    assert not moved & {p.name for p in (ROOT / "tfdarshan" / "logs").iterdir()}, "logs/ holds logs only"
+
+
 def test_no_ambiguous_names():
     bad = offences([p for p in SOURCES if MEASURES not in p.parents], AMBIGUOUS)
     assert not bad, "ambiguous names of a measure:\n" + "\n".join(bad)
@@ -170,3 +190,8 @@ def test_the_checks_can_fail(tmp_path):
     good.write_text('x = {"data_time": 1, "input_wait_share": 2, "input_wait_time": 3}\n'
                     'from tfdarshan.measures import input_wait\ninput_wait.share(1, 2)\n')
     assert not offences([good], AMBIGUOUS)
+    words = tmp_path / "words.js"
+    words.write_text("const TIER_PAGE = 50;\nrow.tier = 'x';\n// copy to the fast tier\n// probe the tier first\n"
+                     "log = logging.getLogger('x')\nlogger = logging.getLogger('x')\n")
+    found = offences([words], WORDS)
+    assert [x.split(": ", 1)[1] for x in found] == ["tier where a mount is meant"] * 2 + ["a logger named log"], found

@@ -22,7 +22,7 @@ from tfdarshan.measures import input_wait as W
 # the parts of time in calls, and Darshan's counter of each (as the oracle reads them itself)
 COUNTERS = {"read_time": "F_READ_TIME", "write_time": "F_WRITE_TIME", "meta_time": "F_META_TIME"}
 SUMS = dict.fromkeys(COUNTERS, "sum")
-from tfdarshan.logs.series import SETUP_STEP
+from tfdarshan.steps.series import SETUP_STEP
 
 
 def old_tables(session_dir) -> Dict[str, pd.DataFrame]:

@@ -1,5 +1,5 @@
 """The I/O tab's charts in a real browser: they fit their grid cells, every
-axis says what it measures, and a storage tier looks the same in every chart,
+axis says what it measures, and a mount looks the same in every chart,
 for sessions that read and write, only read, or only write."""
 import pathlib
 import shutil
@@ -54,18 +54,18 @@ def mount_point(path) -> str:
 
 
 @pytest.fixture(scope="module")
-def tiers_logdir(tmp_path_factory):
-    """One run, three sessions of STEPS marked steps over two storage tiers
+def mounts_logdir(tmp_path_factory):
+    """One run, three sessions of STEPS marked steps over two mounts
     (the test's directory and /dev/shm): reads and writes on both; reads on
     the disk only; writes (a checkpoint) on /dev/shm only."""
     if not shutil.which("findmnt") or not pathlib.Path("/dev/shm").is_dir():
         pytest.skip("needs findmnt and /dev/shm")
-    root = tmp_path_factory.mktemp("tiers")
+    root = tmp_path_factory.mktemp("mounts")
     disk = root / "disk"
     disk.mkdir()
     shm = pathlib.Path(tempfile.mkdtemp(prefix="tfd-tab-", dir="/dev/shm"))
-    tiers = {"disk": mount_point(disk), "shm": mount_point(shm)}
-    if tiers["disk"] == tiers["shm"]:
+    mounts = {"disk": mount_point(disk), "shm": mount_point(shm)}
+    if mounts["disk"] == mounts["shm"]:
         shutil.rmtree(shm)
         pytest.skip("the test directory and /dev/shm are on one mount")
     profile_dir = root / "logs" / "train" / "plugins" / "profile"
@@ -100,16 +100,16 @@ def tiers_logdir(tmp_path_factory):
         session(WRITE_ONLY, write_only)
     finally:
         shutil.rmtree(shm)
-    return root / "logs", tiers
+    return root / "logs", mounts
 
 
 @pytest.fixture(scope="module")
-def tab(tiers_logdir):
+def tab(mounts_logdir):
     """The tab in a 1600x1200 window, and a function that shows a session
     and returns its charts once the page is complete."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
-    logdir, tiers = tiers_logdir
+    logdir, mounts = mounts_logdir
     with tensorboard(logdir) as url:
         d = browser()
         try:
@@ -126,7 +126,7 @@ def tab(tiers_logdir):
                     WebDriverWait(d, WAIT).until(
                         lambda drv: drv.find_elements(By.CSS_SELECTOR, "#tfd-files tbody tr"))
                 return d.execute_script(REPORT_JS)
-            yield d, show, tiers
+            yield d, show, mounts
             severe = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
             assert not severe, severe
         finally:
@@ -179,43 +179,43 @@ def test_every_axis_has_a_title(tab):
         assert all(c["axes"] for c in charts), charts
 
 
-def tier_name(name, point):
-    """Whether a legend name names the tier at this mount point ("/dev/shm (tmpfs)")."""
+def mount_name(name, point):
+    """Whether a legend name names the mount at this point ("/dev/shm (tmpfs)")."""
     return name == point or name.startswith(point + " (")
 
 
-def test_a_tier_has_one_colour_and_one_name_in_every_chart(tab):
-    d, show, tiers = tab
+def test_a_mount_has_one_colour_and_one_name_in_every_chart(tab):
+    d, show, mounts = tab
     charts = wait_for(d, show, MIXED, drawn, "charts not complete")
     by_id = {c["id"]: c for c in charts}
-    colours = {}        # tier -> {colour: [charts]}
-    tier_charts = set()
+    colours = {}        # mount -> {colour: [charts]}
+    mount_charts = set()
     for c in charts:
         for entry in c["legend"]:
-            for tier, point in tiers.items():
-                if tier_name(entry["name"], point):
-                    colours.setdefault(tier, {}).setdefault(entry["colour"], []).append(c["id"])
-                    tier_charts.add(c["id"])
-    # both tiers were read in every step: the per-step chart and the tier chart name both
-    assert {"tfd-step-mounts", "tfd-mounts"} <= tier_charts, {c["id"]: c["legend"] for c in charts}
+            for mount, point in mounts.items():
+                if mount_name(entry["name"], point):
+                    colours.setdefault(mount, {}).setdefault(entry["colour"], []).append(c["id"])
+                    mount_charts.add(c["id"])
+    # both mounts were read in every step: the per-step chart and the mount chart name both
+    assert {"tfd-step-mounts", "tfd-mounts"} <= mount_charts, {c["id"]: c["legend"] for c in charts}
     for cid in ("tfd-step-mounts", "tfd-mounts"):
         names = [e["name"] for e in by_id[cid]["legend"]]
-        assert len(names) == 2 and all(any(tier_name(n, p) for p in tiers.values()) for n in names), (cid, names)
-    for tier, seen in colours.items():
-        assert len(seen) == 1, f"{tier} has several colours: {seen}"
+        assert len(names) == 2 and all(any(mount_name(n, p) for p in mounts.values()) for n in names), (cid, names)
+    for mount, seen in colours.items():
+        assert len(seen) == 1, f"{mount} has several colours: {seen}"
     assert len({next(iter(seen)) for seen in colours.values()}) == 2, colours
-    # a tier legend entry in any chart is a tier; nothing unnamed or unknown
-    for cid in tier_charts:
-        assert all(any(tier_name(e["name"], p) for p in tiers.values()) for e in by_id[cid]["legend"]), by_id[cid]
+    # a mount legend entry in any chart is a mount; nothing unnamed or unknown
+    for cid in mount_charts:
+        assert all(any(mount_name(e["name"], p) for p in mounts.values()) for e in by_id[cid]["legend"]), by_id[cid]
 
 
 def value_ticks(charts):
     return [(c["id"], a["id"], t) for c in charts for a in c["axes"] if a["type"] != "category" for t in a["ticks"]]
 
 
-@pytest.mark.parametrize("session, tier", [(WRITE_ONLY, "shm"), (READ_ONLY, "disk"), (MIXED, "disk")])
-def test_one_way_sessions_have_sound_axes_and_no_empty_series(tab, session, tier):
-    d, show, tiers = tab
+@pytest.mark.parametrize("session, mount", [(WRITE_ONLY, "shm"), (READ_ONLY, "disk"), (MIXED, "disk")])
+def test_one_way_sessions_have_sound_axes_and_no_empty_series(tab, session, mount):
+    d, show, mounts = tab
     charts = wait_for(d, show, session, drawn, f"{session}: charts not complete")
     assert not d.find_elements("css selector", "#tfd-body .error")
     ticks = value_ticks(charts)
@@ -225,10 +225,10 @@ def test_one_way_sessions_have_sound_axes_and_no_empty_series(tab, session, tier
     assert not bad, f"{session}: {bad}"
     empty = [(c["id"], t["name"]) for c in charts for t in c["traces"] if not any(v for v in t["y"] if v is not None)]
     assert not empty, f"{session}: empty series {empty}"
-    tier_chart = next((c for c in charts if c["id"] == "tfd-mounts"), None)
-    assert tier_chart, [c["id"] for c in charts]
-    names = [e["name"] for e in tier_chart["legend"]]
-    assert any(tier_name(n, tiers[tier]) for n in names), (names, tiers[tier])
+    mount_chart = next((c for c in charts if c["id"] == "tfd-mounts"), None)
+    assert mount_chart, [c["id"] for c in charts]
+    names = [e["name"] for e in mount_chart["legend"]]
+    assert any(mount_name(n, mounts[mount]) for n in names), (names, mounts[mount])
 
 
 # the order the page drew its plots in, and which of them start above the window's foot

@@ -16,7 +16,7 @@ import pytest
 
 import tfdarshan
 from tfdarshan.logs.logdir import find_sessions
-from tfdarshan.logs.series import read_parquet
+from tfdarshan.steps.series import read_parquet
 from tfdarshan_tb import downsample
 from tb_helpers import ARTIFACTS, browser, fetch, open_tab, tensorboard
 

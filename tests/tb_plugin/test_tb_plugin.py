@@ -14,7 +14,7 @@ import pytest
 
 import tfdarshan
 from tfdarshan.logs.logdir import Session, find_sessions, load_snapshot
-from tfdarshan.logs.series import read_parquet
+from tfdarshan.steps.series import read_parquet
 from tb_helpers import ARTIFACTS, browser, fetch, open_tab, tensorboard
 from tf_training import dataset, model, profiled_custom_loop, write_tfrecords
 from tfdarshan_tb import views

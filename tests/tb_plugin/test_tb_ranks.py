@@ -20,7 +20,7 @@ import tfdarshan
 from tfdarshan.analysis.analyze import analyze, rank_logs
 from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import find_sessions
-from tfdarshan.logs.series import read_parquet, write_parquet
+from tfdarshan.steps.series import read_parquet, write_parquet
 from rank_session import PIPELINE, RANKS_PER_NODE, pipeline_inputs, rank_of, real_session, scale, scaled_host
 from tb_helpers import ARTIFACTS, browser, fetch, open_tab, show_run, tensorboard
 
@@ -170,7 +170,7 @@ def test_host_and_rank_filter(server, logdir):
     assert status == 200 and none["ranks"] == []
 
 
-def test_rank_and_tier_tables_are_paged_on_the_server(server, logdir):
+def test_rank_and_mount_tables_are_paged_on_the_server(server, logdir):
     q = _query(logdir[0], "ranks64")
     _, whole = _get(server, "rank_wait", q)
     assert whole["total"] == RANKS and len(whole["ranks"]) == RANKS
@@ -179,9 +179,9 @@ def test_rank_and_tier_tables_are_paged_on_the_server(server, logdir):
     assert page["ranks"] == whole["ranks"][5:15] and page["input_wait_share"] == whole["input_wait_share"][5:15]
     status, last = _get(server, "rank_wait", {**q, "node": "node1", "offset": RANKS_PER_NODE - 3, "limit": 10})
     assert status == 200 and last["total"] == RANKS_PER_NODE and len(last["ranks"]) == 3
-    _, tiers = _get(server, "mounts", q)
+    _, every = _get(server, "mounts", q)
     status, first = _get(server, "mounts", {**q, "limit": 1})
-    assert status == 200 and first["total"] == len(tiers["mounts"]) and first["mounts"] == tiers["mounts"][:1]
+    assert status == 200 and first["total"] == len(every["mounts"]) and first["mounts"] == every["mounts"][:1]
     for bad in ({"limit": 0}, {"offset": -1}, {"limit": 10**6}):
         for route in ("rank_wait", "mounts"):
             status, body = _get(server, route, {**q, **bad})

@@ -82,7 +82,7 @@ def test_verdict_and_ranks_chart_agree(page):
     titles = [h.text for h in d.find_elements(By.TAG_NAME, "h2")]
     assert "Per step, mean over ranks: where the time went" in titles
     assert "Per step, summed over ranks: bytes and bandwidth" in titles
-    assert "Storage tiers: bytes moved, summed over ranks" in titles
+    assert "Mounts: bytes moved, summed over ranks" in titles
     # a coverage card over the job's ranks
     card = d.find_element(By.CSS_SELECTOR, "#tfd-summary [data-key=coverage]").text
     assert "4 ranks added up" in card and "%" in card
@@ -122,6 +122,6 @@ def test_selector_and_table_headers(page):
         return heads.map((h, i) => [h.dataset.col, text(h), text(cells[i]), h.getBoundingClientRect().left,
                                     h.getBoundingClientRect().right]);""")
     cols = {c: (head, cell, lo, hi) for c, head, cell, lo, hi in lefts}
-    for col in ("path", "tier"):
+    for col in ("path", "mount"):
         head, cell, lo, hi = cols[col]
         assert abs(head - cell) < 4 and lo <= cell < hi, (col, cols[col])

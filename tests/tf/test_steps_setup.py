@@ -19,7 +19,7 @@ import time
 import tfdarshan
 from tfdarshan.measures import input_wait
 from tfdarshan.logs.logdir import find_sessions, load_steps
-from tfdarshan.logs.series import AFTER_STEPS, SETUP_STEP
+from tfdarshan.steps.series import AFTER_STEPS, SETUP_STEP
 from mpi_env import MPI_ENV, needs_mpi
 from places import WORKERS
 

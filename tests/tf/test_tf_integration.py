@@ -17,7 +17,7 @@ import pytest
 
 import tfdarshan
 from tfdarshan.tf import hooks, profiler_hooks
-from tfdarshan.logs.series import AFTER_STEPS, SETUP_STEP, read_parquet
+from tfdarshan.steps.series import AFTER_STEPS, SETUP_STEP, read_parquet
 from tf_training import dataset, model, profiled_custom_loop, write_tfrecords
 from places import WORKERS
 
@@ -197,7 +197,7 @@ def test_tfdarshan_run_whole_script(tf, tmp_path, steps):
 def test_run_without_step_markers_claims_no_step_share(tmp_path):
     """A script with no Keras and no Trace(step_num): the window has no real
     steps, so the tab gives no step-time share instead of inventing one."""
-    from tb_plugin import session_data, views
+    from tfdarshan_tb import session_data, views
     from tfdarshan.logs.logdir import find_sessions
     data = tmp_path / "data.bin"
     data.write_bytes(os.urandom(1 << 20))
@@ -215,7 +215,7 @@ def test_cards_and_table_agree_with_stdio_files(tmp_path):
     """The tab's cards and its table describe the same files: STDIO files
     (numpy's tofile/fromfile use fwrite/fread) are rows too, with the
     counters STDIO lacks shown as unknown, not 0."""
-    from tb_plugin import session_data, views
+    from tfdarshan_tb import session_data, views
     from tfdarshan.logs.logdir import find_sessions
     posix_file, stdio_file = tmp_path / "posix.bin", tmp_path / "stdio.f8"
     posix_file.write_bytes(os.urandom(300_000))

@@ -22,10 +22,10 @@ import pandas as pd
 
 from tfdarshan.advice import tfdata_files
 from tfdarshan.advice import tiers as T
-from tfdarshan.advice.file_table import human_time
 from tfdarshan.advice.findings import Finding
 from tfdarshan.capture.arrow_text import arrow_paths
 from tfdarshan.capture.snapshot import Snapshot
+from tfdarshan.measures.human import human_time
 
 _TEMP = r"(\.tempstate\d+|\.tmp\w*)?$"
 CHECKPOINT_NAME = re.compile(

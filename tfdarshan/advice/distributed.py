@@ -62,8 +62,8 @@ def main_mounts(rank_mounts: pd.DataFrame) -> pd.DataFrame:
 
 def stragglers(ranks: pd.DataFrame, rank_mounts: pd.DataFrame) -> Optional[Finding]:
     """Ranks whose input wait is well above the median rank's, each with
-    what explains it: its files (more bytes or opens), its tier (another
-    mount), or neither (then its node)."""
+    what explains it: its files (more bytes or opens), its mount (another
+    than most ranks read from), or neither (then its node)."""
     r = ranks.dropna(subset=[W.RANK_SHARE]).set_index("rank")
     if len(r) < MIN_RANKS:
         return None
@@ -85,20 +85,20 @@ def stragglers(ranks: pd.DataFrame, rank_mounts: pd.DataFrame) -> Optional[Findi
             reasons.append(("files", f"opens {x['opens'] / max(med_opens, 1):.1f}x as many files"))
         m = main.loc[rank] if rank in main.index else None
         if m is not None and m["mount"] != usual:
-            reasons.append(("tier", f"reads mostly from {m['mount']} ({m['fstype'] or '?'}), most ranks from "
+            reasons.append(("mount", f"reads mostly from {m['mount']} ({m['fstype'] or '?'}), most ranks from "
                                     f"{usual}"))
         elif m is not None and per_byte > 0 and m[FILE_TIME] / max(m["bytes_read"], 1) >= 2 * per_byte:
             reasons.append(("node", f"its reads on {usual} take {m[FILE_TIME] / max(m['bytes_read'], 1) / per_byte:.1f}x "
                                     f"the usual time per byte"))
         if not reasons:
-            reasons.append(("node", "neither its files nor its tier differ from the median rank's"))
+            reasons.append(("node", "neither its files nor its mount differ from the median rank's"))
         causes.update(c for c, _ in reasons)
         why[int(rank)] = {W.RANK_SHARE: float(x[W.RANK_SHARE]), "host": str(x["host"]),
                           "explained_by": sorted({c for c, _ in reasons}), "why": "; ".join(t for _, t in reasons)}
     named = list(why.items())[:5]
     fixes = {"files": "give every rank an equal share of the data (see shard imbalance)",
-             "tier": "read every rank's input from the same tier, or stage the slow tier's files "
-                     "(tfdarshan recommend --per-node)",
+             "mount": "read every rank's input from the same mount, or stage the slow mount's files "
+                      "(tfdarshan recommend --per-node)",
              "node": "look at the named nodes (other jobs, CPU or memory pressure, a slower disk)"}
     worst = max(w[W.RANK_SHARE] for w in why.values())
     return Finding(
@@ -107,7 +107,7 @@ def stragglers(ranks: pd.DataFrame, rank_mounts: pd.DataFrame) -> Optional[Findi
         + "; ".join(f"rank {k} (host {w['host']}) {percent(w[W.RANK_SHARE])}: {w['why']}" for k, w in named)
         + (f"; and {len(why) - len(named)} more" if len(why) > len(named) else "") + ".",
         "In synchronous training every step waits for the slowest rank: " + "; ".join(
-            fixes[c] for c in ("files", "tier", "node") if c in causes) + ".",
+            fixes[c] for c in ("files", "mount", "node") if c in causes) + ".",
         {f"median_{W.RANK_SHARE}": median, "stragglers": why, "usual_mount": usual})
 
 

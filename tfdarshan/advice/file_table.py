@@ -12,11 +12,10 @@ from tfdarshan.capture import mounts as M
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.measures import time_in_calls as T
 from tfdarshan.measures.bandwidth import bandwidth
-# re-exported for the modules that still import them from here (their one definition is measures/human.py)
-from tfdarshan.measures.human import human_bytes, human_time, percent  # noqa: F401
+from tfdarshan.measures.human import human_bytes, percent
 
 
-COLUMNS = ["path", "interface", "tier", "bytes_read", "bytes_written", "reads", "writes", "opens", "stats",
+COLUMNS = ["path", "interface", "mount", "bytes_read", "bytes_written", "reads", "writes", "opens", "stats",
            "read_time", "write_time", "meta_time", "bandwidth", "mean_request", "seq_fraction", "zero_reads",
            # beyond Darshan's counters (kernel_io.py): how the rest moved, and how much
            "how", "copy_bytes_read", "copy_bytes_written", "copy_time", "mmap_bytes"]
@@ -39,7 +38,7 @@ def file_table(snap: Snapshot, mount_table: Optional[Iterable[M.Mount]] = None) 
     if not parts:
         return pd.DataFrame(columns=COLUMNS)
     t = pd.concat(parts, ignore_index=True)
-    t.insert(2, "tier", tiers_of(t["path"], list(mount_table) if mount_table is not None else M.current()))
+    t.insert(2, "mount", M.labels(t["path"], mount_table if mount_table is not None else M.current()))
     # busiest first, whatever moved the bytes
     moved = t["bytes_read"] + t["copy_bytes_read"] + t["mmap_bytes"]
     order = np.lexsort((-t["bytes_written"].to_numpy(np.float64), -moved.to_numpy(np.float64)))
@@ -118,15 +117,6 @@ def _kernel_columns(snap: Snapshot, p: pd.DataFrame, module: str) -> dict:
             "mmap_bytes": e["MMAP_BYTES"].to_numpy(np.float64)}
 
 
-def tiers_of(paths: pd.Series, mounts) -> list:
-    """The storage tier label of each path, looked up once per directory."""
-    import os
-    dirs = paths.map(os.path.dirname)
-    label = {d: M.label(d + "/", mounts) for d in dirs.unique()}
-    out = dirs.map(label)
-    return out.where(~paths.isin(M.STREAM_PATHS), M.STREAMS).tolist()
-
-
 def render_text(table: pd.DataFrame, limit: int = 20, width: int = 60) -> str:
     """The per-file table for a terminal: the busiest files first."""
     if table.empty:
@@ -134,13 +124,13 @@ def render_text(table: pd.DataFrame, limit: int = 20, width: int = 60) -> str:
     rows = []
     for r in table.head(limit).itertuples():
         path = r.path if len(r.path) <= width else "..." + r.path[-(width - 3):]
-        rows.append([path, r.tier, human_bytes(r.bytes_read), f"{r.reads}",
+        rows.append([path, r.mount, human_bytes(r.bytes_read), f"{r.reads}",
                      human_bytes(r.mean_request), f"{r.read_time * 1e3:.2f}",
                      "-" if np.isnan(r.bandwidth) else f"{r.bandwidth / 2**20:.0f}",
                      "-" if np.isnan(r.seq_fraction) else percent(r.seq_fraction, 0),
                      "?" if np.isnan(r.zero_reads) else f"{r.zero_reads:.0f}", f"{r.opens}", r.interface,
                      _beyond(r)])
-    head = ["file", "tier", "read", "reads", "mean req", "read ms", "MiB/s", "seq", "0-len", "opens", "via",
+    head = ["file", "mount", "read", "reads", "mean req", "read ms", "MiB/s", "seq", "0-len", "opens", "via",
             "beyond Darshan"]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     fmt = lambda cells: "  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w)

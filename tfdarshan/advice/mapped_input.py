@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.advice.cost_model import IN_MEMORY
-from tfdarshan.advice.file_table import human_bytes
 from tfdarshan.advice.findings import Finding
-from tfdarshan.logs.series import STORAGE_COLUMNS
+from tfdarshan.measures.human import human_bytes
+from tfdarshan.steps.series import STORAGE_COLUMNS
 
 
 def storage_of_mapped(steps: Optional[pd.DataFrame], step_files: Optional[pd.DataFrame]) -> Dict[str, Optional[int]]:

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.advice import tfdata_files as TD
-from tfdarshan.advice.file_table import human_bytes
 from tfdarshan.advice.findings import Finding
 from tfdarshan.capture.snapshot import Snapshot
+from tfdarshan.measures.human import human_bytes
 
 
 def findings(snap: Snapshot, costs: pd.DataFrame) -> List[Finding]:

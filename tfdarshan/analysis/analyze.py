@@ -2,12 +2,12 @@
 Parquet tables in <session>/analysis/:
 
     files/   per file: totals over ranks, ranks that touched it, min/median/max
-             of bytes and I/O time over those ranks
+             of bytes and of file_time (reads, writes, metadata) over those ranks
     ranks/   per rank: totals, its host, and its input wait share of step time
-    steps/   per step and rank: bytes, I/O time, input wait, duration
+    steps/   per step and rank: bytes, time in calls, input wait, duration
     mounts/  per mount: totals over ranks
-    rank_mounts/  per rank and mount: files, bytes, I/O time, opens (which
-             tier each rank reads from, and how hard it opens files there)
+    rank_mounts/  per rank and mount: files, bytes, time in calls, opens (which
+             mount each rank reads from, and how hard it opens files there)
     skipped.json  the logs left out because they could not be read, and why
 
 Two stages of tasks. Each task of the first reads a group of logs

@@ -17,7 +17,7 @@ from tfdarshan.capture import kernel_io as K
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.measures import input_wait as W
 from tfdarshan.measures.time_in_calls import DARSHAN, PARTS
-from tfdarshan.logs.series import SETUP_STEP
+from tfdarshan.steps.series import SETUP_STEP
 
 # time in file calls: its parts apart (measures/time_in_calls.py), never one "I/O time"
 TIMES = {part: "float64" for part in PARTS}
@@ -170,7 +170,7 @@ def _kernel_files(log: pathlib.Path):
     record, or else the series' Parquet statistics, say when there are none,
     so most ranks never read the series for them."""
     import json
-    from tfdarshan.logs.series import read_series
+    from tfdarshan.steps.series import read_series
     stem = log.name[: -len(".darshan")]
     try:
         cov = json.loads(log.with_name(stem + ".coverage.json").read_text())
@@ -286,7 +286,7 @@ def _coverage(log: pathlib.Path) -> Dict[str, float]:
 
 
 def _steps(log: pathlib.Path, rank: int) -> pd.DataFrame:
-    from tfdarshan.logs.series import STEP_COLUMNS, read_series
+    from tfdarshan.steps.series import STEP_COLUMNS, read_series
     series = log.with_name(log.name[: -len(".darshan")] + ".steps.parquet")
     if not series.exists():
         return empty(STEP_ROWS)

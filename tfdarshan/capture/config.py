@@ -10,7 +10,7 @@ from typing import Optional, Sequence, Tuple
 # Darshan 3.5's default exclusions (darshan-core), plus /lib64/.
 DARSHAN_EXCLUDES = ("/etc/", "/dev/", "/usr/", "/bin/", "/boot/", "/lib/", "/lib64/",
                     "/opt/", "/sbin/", "/sys/", "/proc/", "/var/")
-# /dev/shm is a storage tier people stage data to: Darshan's /dev/ hides it.
+# /dev/shm is a fast tier people stage data to: Darshan's /dev/ hides it.
 DEFAULT_INCLUDES = ("/dev/shm/",)
 # Shared objects and Python's own imports are not training data; Darshan
 # lets them fill its record table before training starts.

@@ -45,7 +45,7 @@ SERIES_TIME_FIELDS = tuple(c.lower() for c in TIME_FIELDS)
 ONCE = {"COPY_FILE_RANGE_BYTES": "COPY_FILE_RANGE_ONCE", "SENDFILE_BYTES": "SENDFILE_ONCE",
         "SPLICE_BYTES": "SPLICE_ONCE"}
 SERIES_ONCE = {k.lower(): v.lower() for k, v in ONCE.items()}
-# a step's totals (logs/series.py) hold each copy once in the mechanisms' own columns
+# a step's totals (steps/series.py) hold each copy once in the mechanisms' own columns
 STEP_COPY_COLUMNS = tuple(SERIES_ONCE)
 
 # how a file's data moved, as the table and the tab label it: the column that says so

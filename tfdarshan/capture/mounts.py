@@ -1,7 +1,9 @@
-"""Mount points and file-system types: which storage tier a path lives on."""
+"""Mount points and file-system types (/proc/self/mountinfo): which mount a
+path lives on, and the label a person reads for it."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Callable, Iterable, List, Optional, TypeVar
 
 import numpy as np
@@ -11,7 +13,7 @@ from tfdarshan.capture.arrow_text import arrow_paths
 
 T = TypeVar("T")
 
-# Darshan's records of the standard streams are on no storage: their "tier"
+# Darshan's records of the standard streams are on no storage: their "mount"
 STREAM_PATHS = ("<STDIN>", "<STDOUT>", "<STDERR>")
 STREAMS = "standard streams"
 
@@ -109,5 +111,15 @@ def point_codes(paths: Iterable[str], mounts: Iterable[Mount]):
 
 
 def label(path: str, mounts: Iterable[Mount]) -> str:
+    """The mount holding path as a person reads it: "point (fstype)", "?" on none."""
     m = mount_of(path, mounts)
     return f"{m.point} ({m.fstype})" if m else "?"
+
+
+def labels(paths: pd.Series, mounts: Iterable[Mount]) -> list:
+    """The label of each path's mount, looked up once per directory; the
+    standard streams are STREAMS."""
+    mounts = list(mounts)
+    dirs = paths.map(os.path.dirname)
+    by_dir = {d: label(d + "/", mounts) for d in dirs.unique()}
+    return dirs.map(by_dir).where(~paths.isin(STREAM_PATHS), STREAMS).tolist()

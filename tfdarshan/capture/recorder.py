@@ -115,7 +115,7 @@ class Recorder:
         # frequency rows (index, kind, value, count): a folded base, then each
         # collect's; folded when read, or when the chunks outgrow the base
         self._values: List[np.ndarray] = []
-        self._log: List[list] = []          # [seq, index, interval extremes]
+        self._extremes: List[list] = []          # [seq, index, interval extremes]
         self._live = collections.Counter()  # seqs of live snapshots
         self._windows: "weakref.WeakSet[Window]" = weakref.WeakSet()
         self._listeners: List = []
@@ -250,7 +250,7 @@ class Recorder:
             heat = (got.heat, got.heat_bin_ticks / self._clock.ticks_per_second)
             self._heat.add_fine(*heat)
             if len(idx) and self._live:      # extremes only while a snapshot may need them
-                self._log.append([got.epoch, idx, got.rows[:, I0:I0 + NE].copy()])
+                self._extremes.append([got.epoch, idx, got.rows[:, I0:I0 + NE].copy()])
             self._compact()
             interval = Interval(idx, before, got.rows, got.segments, heat, got.epoch, got.now_ticks,
                                 got.values, got.busy_ticks)
@@ -264,18 +264,18 @@ class Recorder:
         """Keep interval extremes only where a live snapshot may need them,
         folding runs that no live snapshot splits."""
         if not self._live:
-            self._log.clear()
+            self._extremes.clear()
             return
         first = min(self._live)
-        log = [e for e in self._log if e[0] > first]
+        kept = [e for e in self._extremes if e[0] > first]
         merged: List[list] = []
-        for e in log:
+        for e in kept:
             if merged and merged[-1][0] not in self._live:
                 prev = merged.pop()
                 idx, ext = fold_extremes(np.concatenate([prev[1], e[1]]), np.concatenate([prev[2], e[2]]))
                 e = [e[0], idx, ext]
             merged.append(e)
-        self._log = merged
+        self._extremes = merged
 
     def _release(self, seq: int) -> None:
         with self._lock:
@@ -359,13 +359,13 @@ class Recorder:
         return Snapshot(posix, frames["STDIO"], values_df, extra_df, empty_dxt(), full_meta, extremes, heat)
 
     def _window_extremes(self, later: Snapshot, earlier: Snapshot) -> Optional[Dict[str, pd.DataFrame]]:
-        """Exact extremes over (earlier, later] from the interval log."""
+        """Exact extremes over (earlier, later] from the interval extremes kept per collect."""
         mine = lambda s: s.meta.get("recorder") == id(self) and s.meta.get("pid") == os.getpid()
         if not (mine(later) and mine(earlier)):
             return None
         a, b = earlier.meta["seq"], later.meta["seq"]
         with self._lock:
-            parts = [e for e in self._log if a < e[0] <= b]
+            parts = [e for e in self._extremes if a < e[0] <= b]
         if parts:
             idx, ext = fold_extremes(np.concatenate([p[1] for p in parts]),
                                      np.concatenate([p[2] for p in parts]))

@@ -282,10 +282,10 @@ def summary(meta: Optional[Dict]) -> Dict:
     f = frame(meta)
     opens = f[list(OPEN_COUNTS)].sum(axis=1) if len(f) else pd.Series(dtype=np.int64)
     served = f[opens > 0]
-    tier = (served.groupby("served_from")[list(OPEN_COUNTS)].sum().sum(axis=1).idxmax()
-            if len(served) else None)
+    mount = (served.groupby("served_from")[list(OPEN_COUNTS)].sum().sum(axis=1).idxmax()
+             if len(served) else None)
     refused = f[(f["state"] != "serving") & (f["state"] != "unchecked")] if len(f) else f
-    return {"staged": (meta or {}).get("staged"), "served_from": tier, "opens": int(opens.sum()),
+    return {"staged": (meta or {}).get("staged"), "served_from": mount, "opens": int(opens.sum()),
             "stats": int(f["served_stats"].sum()), "bytes": int(f["bytes"].sum()),
             "files": int(len(served)), "files_throughout": int(f["throughout"].sum()),
             "files_partly": int((opens > 0).sum() - f["throughout"].sum()),

@@ -228,7 +228,7 @@ def _window(module: str, later: pd.DataFrame, earlier: pd.DataFrame,
     """One module's counters over (earlier, later], column group by column
     group (counters.kind): sums subtract, statics stay, rank statistics and
     top-4 are zero (top-4 is refilled from the values), extremes come from
-    `exact` (the interval log) when given, else are bounded as below."""
+    `exact` (the recorder's interval extremes) when given, else are bounded as below."""
     ints, floats = C.names(module)
     plan = _window_plan(module)
     n = len(later)
@@ -263,7 +263,7 @@ def _window(module: str, later: pd.DataFrame, earlier: pd.DataFrame,
         res[:, last] = np.where(lv[:, last] != ev[:, last], lv[:, last], 0)
         first = [c for c in names_ if plan["kind"][c] == C.FIRST and c not in done]
         if first:
-            # without the interval log, the window's first event is known
+            # without the interval extremes, the window's first event is known
             # only if nothing happened before it; otherwise bound it by
             # the earlier snapshot's last event of that kind
             f, e_ = [col[c] for c in first], [col[c.replace("START", "END")] for c in first]

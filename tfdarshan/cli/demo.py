@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from tfdarshan.measures.human import human_bytes
     from tfdarshan.measures.time_in_calls import input_io_time
     from tfdarshan.logs.logdir import find_sessions, load_snapshot, load_steps
-    from tfdarshan.logs.series import NOT_STEPS
+    from tfdarshan.steps.series import NOT_STEPS
 
     root = pathlib.Path(args.logdir).resolve()
     data, tb = root / "data", root / "tensorboard"

@@ -25,7 +25,7 @@ DXT_HEADER = struct.Struct("<Qqq64sqq")           # dxt_file_record
 SEGMENT = np.dtype([("offset", "<i8"), ("length", "<i8"), ("start", "<f8"), ("end", "<f8")])
 HEATMAP_HEADER = struct.Struct("<QqdqQQ")         # darshan_heatmap_record incl. its two pointers
 HEATMAP_NAMES = {"POSIX": "heatmap:POSIX", "STDIO": "heatmap:STDIO"}
-# pseudo file systems that are never storage tiers
+# pseudo file systems: mounts that never hold stored data
 PSEUDO_FS = {"proc", "sysfs", "devpts", "cgroup", "cgroup2", "securityfs", "debugfs", "tracefs", "bpf",
              "pstore", "mqueue", "fusectl", "configfs", "binfmt_misc", "autofs", "hugetlbfs",
              "rpc_pipefs", "nsfs", "efivarfs", "devtmpfs"}

@@ -19,8 +19,9 @@ import numpy as np
 from tfdarshan.capture import _native, heatmap as H, live, mounts as M
 from tfdarshan.capture.recorder import EXT_FIELDS, Recorder
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logs import live_series, series
+from tfdarshan.logs import live_series
 from tfdarshan.logs.darshan_log import write_darshan_log
+from tfdarshan.steps import series
 
 PARTIAL = "partial"          # the job metadata key a converted log carries: why it is partial
 WHY = "ended without writing its log; counters and step series as of its last collect"

@@ -1,7 +1,7 @@
 """The step series of a running process, journaled so that it survives the
 process: `<stem>.live-steps` beside its live counters (capture/live.py).
 
-The journal holds the events the series is built from (logs/step_entries.py):
+The journal holds the events the series is built from (steps/entries.py):
 each collect's per-file rows, and each step's begin and end with their
 times. A process killed at any moment leaves every event up to its last
 collect; replaying them through the same StepEntries gives the series as
@@ -25,8 +25,8 @@ from typing import Iterator, List, Optional, Tuple
 import numpy as np
 
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logs.series import FIELDS
-from tfdarshan.logs.step_entries import ROW_WIDTH, StepEntries, frames
+from tfdarshan.steps.entries import ROW_WIDTH, StepEntries, frames
+from tfdarshan.steps.series import FIELDS
 
 SUFFIX = ".live-steps"           # <stem>.live-steps beside <stem>.live
 MAGIC = b"TFDSTEP1"

@@ -18,8 +18,8 @@ import pandas as pd
 
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import joblog, skipping
-from tfdarshan.logs.series import FILE_COLUMNS, STEP_COLUMNS, read_series
 from tfdarshan.logs.darshan_log import read_darshan_log
+from tfdarshan.steps.series import FILE_COLUMNS, STEP_COLUMNS, read_series
 from tfdarshan.capture import kernel_io as K, served
 from tfdarshan.capture.snapshot import Snapshot, combine, extra_frame
 

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.measures.human import percent
-# the step series' columns the measure reads (logs/series.py names them from here):
+# the step series' columns the measure reads (steps/series.py names them from here):
 # optional (older series lack it): the step the window's end cut short, whose
 # duration may include profiler shutdown
 CUT_COLUMN = "cut_by_window_end"

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-log = logging.getLogger("tfdarshan")
+logger = logging.getLogger("tfdarshan")
 LEVEL_SYMBOL = "_ZN3tsl8profiler8internal13g_trace_levelE"
 TRACING_DISABLED = -1
 INTERVAL = 0.1
@@ -55,7 +55,7 @@ def start(local_session_open: Callable[[], bool]) -> None:
             return
         level = trace_level()
         if level is None:
-            log.warning("tfdarshan: this TensorFlow does not export its trace level; "
+            logger.warning("tfdarshan: this TensorFlow does not export its trace level; "
                         "profiler-server captures will have no I/O data")
             return
         _watcher = CaptureWatcher(level, local_session_open)
@@ -94,7 +94,7 @@ class CaptureWatcher(threading.Thread):
                         closing.stop()
                         self._write(closing)
             except Exception as e:          # noqa: BLE001 - the worker must go on training
-                log.warning("tfdarshan: profiler-server capture failed: %s", e)
+                logger.warning("tfdarshan: profiler-server capture failed: %s", e)
                 current = None
 
     def _write(self, closing) -> None:
@@ -123,7 +123,7 @@ class CaptureWatcher(threading.Thread):
             iv = RECORDER.collect()
             grew = iv.index[iv.after[:, col] > iv.before[:, col]] if iv is not None and len(iv.index) else []
             written = {RECORDER._paths[i] for i in grew}
-        log.warning("tfdarshan: no profile was written within %.0f s of a capture; its I/O is dropped",
+        logger.warning("tfdarshan: no profile was written within %.0f s of a capture; its I/O is dropped",
                     XPLANE_WAIT)
 
 

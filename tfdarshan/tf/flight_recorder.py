@@ -57,7 +57,7 @@ from tfdarshan.capture.ring import DEFAULT_INTERVAL, DEFAULT_MEMORY, Ring
 from tfdarshan.logs.logdir import session_root
 from tfdarshan.tf import session as session_mod, steps as S
 
-log = logging.getLogger("tfdarshan")
+logger = logging.getLogger("tfdarshan")
 
 SLOW_STEP, SIGNAL, ON_DEMAND = "slow step", "signal", "on demand"
 SOURCE = "flight recorder"
@@ -370,7 +370,7 @@ class FlightRecorder:
         run_dir = session_mod.write_or_fall_back(session, run_dir, metadata=meta)["darshan"].parent
         with self._lock:
             self.dumps.append(run_dir)
-        log.warning("tfdarshan: flight recorder (%s: %s) wrote %s", kind, reason, run_dir)
+        logger.warning("tfdarshan: flight recorder (%s: %s) wrote %s", kind, reason, run_dir)
         return run_dir
 
 
@@ -406,7 +406,7 @@ def start(logdir=None, seconds: Optional[float] = None, **policy) -> FlightRecor
     with _current_lock:
         if _current is not None and not _current._stopping.is_set():
             if logdir is not None or seconds is not None or policy:
-                log.warning("tfdarshan: a flight recorder is already running (last %.0f s into %s); "
+                logger.warning("tfdarshan: a flight recorder is already running (last %.0f s into %s); "
                             "using it, not the new settings", _current.seconds, _current.logdir)
             return _current
         _current = FlightRecorder(logdir or "tfdarshan_logs", 120.0 if seconds is None else seconds,

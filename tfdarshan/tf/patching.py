@@ -6,7 +6,7 @@ import logging
 import threading
 from typing import Callable, List, Tuple
 
-log = logging.getLogger("tfdarshan")
+logger = logging.getLogger("tfdarshan")
 
 lock = threading.RLock()
 patched: List[Tuple[object, str, object]] = []      # (owner, attribute, original)
@@ -34,5 +34,5 @@ def safely(fn, *args):
     try:
         return fn(*args)
     except Exception as e:  # noqa: BLE001
-        log.warning("tfdarshan: %s failed: %s", getattr(fn, "__name__", fn), e)
+        logger.warning("tfdarshan: %s failed: %s", getattr(fn, "__name__", fn), e)
         return None

@@ -29,12 +29,13 @@ from typing import Optional, Tuple
 from tfdarshan.capture import _native, live, ranks, served
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logs import darshan_format, jobdir, joblog, live_series, series
+from tfdarshan.logs import darshan_format, jobdir, joblog, live_series
 from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import session_root
+from tfdarshan.steps import series
 from tfdarshan.tf import flight_recorder, session as session_mod, steps as S
 
-log = logging.getLogger("tfdarshan")
+logger = logging.getLogger("tfdarshan")
 CONFIG_ENV = "TFDARSHAN_RUN_CONFIG"
 AUTOSTART_DIR = pathlib.Path(__file__).parent.parent / "_autostart"
 
@@ -87,7 +88,7 @@ class WholeRun:
             series.prepare_writer()
             darshan_format.library()
         except Exception as e:   # noqa: BLE001 - the write at the end will say what is wrong
-            log.debug("tfdarshan: could not load the log writers early: %s", e)
+            logger.debug("tfdarshan: could not load the log writers early: %s", e)
         # counters a SIGKILL cannot take away (a forked child's exit writes its own log instead)
         self.live = session_mod.start_live_log(self.run_dir, "flight recorder" if self.flight is not None else "run")
         if self.children:

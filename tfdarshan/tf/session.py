@@ -28,12 +28,13 @@ from tfdarshan.capture import _native, config, live, mounts as M, ranks, served
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import TfdarshanError
-from tfdarshan.logs import destination, live_series, series
+from tfdarshan.logs import destination, live_series
 from tfdarshan.logs.darshan_log import job_id_from_environment, write_darshan_log
+from tfdarshan.steps import series
 from tfdarshan.tf import xplane
 from tfdarshan.tf.steps import StepSeries
 
-log = logging.getLogger("tfdarshan")
+logger = logging.getLogger("tfdarshan")
 
 
 def run_directory_name(when: Optional[float] = None) -> str:
@@ -208,7 +209,7 @@ class ProfileSession:
                     xplane.merge_io(xp, snap)
                     out["xplane"] = xp
                 except Exception as e:   # the profile itself must survive our failure
-                    log.warning("tfdarshan: could not add I/O to %s: %s", xp, e)
+                    logger.warning("tfdarshan: could not add I/O to %s: %s", xp, e)
             served_path = served.write_beside(snap.meta.get("served"), run_dir / f"{stem}.darshan")
             if served_path:
                 out["served"] = served_path

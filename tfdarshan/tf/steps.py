@@ -23,9 +23,9 @@ from typing import List, Optional
 import numpy as np
 
 from tfdarshan.capture import _native
-from tfdarshan.logs.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, IO_WALL_COLUMN,  # noqa: F401
+from tfdarshan.steps.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, IO_WALL_COLUMN,  # noqa: F401
                                    SETUP_STEP, STEP_COLUMNS, TIME_FIELDS, WINDOW_STEP, step_totals)
-from tfdarshan.logs.step_entries import StepEntries, frames  # noqa: F401 (frames: the flight recorder's too)
+from tfdarshan.steps.entries import StepEntries, frames  # noqa: F401 (frames: the flight recorder's too)
 
 R = _native.ROW_INDEX
 
@@ -59,7 +59,7 @@ def active() -> bool:
 
 class StepSeries:
     """Listens to the recorder's collects while a window is open and keeps
-    the window's step entries (logs/step_entries.py). With a journal
+    the window's step entries (steps/entries.py). With a journal
     (logs/live_series.py) every event also goes to disk as it happens, so a
     process killed at any moment leaves its series up to its last collect."""
 

@@ -16,12 +16,12 @@ from tfdarshan.advice.compare import served_label
 from tfdarshan.measures import input_wait
 from tfdarshan.measures import bandwidth as B
 from tfdarshan.measures import time_in_calls as T
-from tfdarshan.logs.series import AFTER_STEPS, CUT_COLUMN, SETUP_STEP
+from tfdarshan.steps.series import AFTER_STEPS, CUT_COLUMN, SETUP_STEP
 from tfdarshan.logs.logdir import Session, partial_logs, process_label
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan_tb import downsample
-from tfdarshan_tb.session_data import FILE_COLUMNS, SessionData, _clean, coverage_card, display_path, tier_names
+from tfdarshan_tb.session_data import FILE_COLUMNS, SessionData, _clean, coverage_card, display_path, mount_names
 
 # entries of a step series that are not steps, left out of the per-step charts
 OUTSIDE_STEPS = (SETUP_STEP, AFTER_STEPS)
@@ -278,13 +278,13 @@ def steps(d: SessionData, width: Optional[int] = None) -> Dict:
     if not sf.empty:
         sf = sf[sf["step"].isin(st["step"]) & ~(sf["path"].isin(M.STREAM_PATHS) if "path" in sf else False)]
     if not sf.empty and "mount" in sf:
-        # the series store mount points: name them as the file table and the tier views do
+        # the series store mount points: name them as the file table and the mount views do
         points = sf["mount"].unique()
-        name = dict(zip(points, tier_names(M.label(m, d.mounts) if m else "?" for m in points)))
-        g = sf.assign(tier=sf["mount"].map(name)).groupby(["tier", "step"], as_index=False)["bytes_read"].sum()
-        for tier, part in g.groupby("tier"):
+        name = dict(zip(points, mount_names(M.label(m, d.mounts) if m else "?" for m in points)))
+        g = sf.assign(mount=sf["mount"].map(name)).groupby(["mount", "step"], as_index=False)["bytes_read"].sum()
+        for mount, part in g.groupby("mount"):
             series = part.set_index("step")["bytes_read"].reindex(st["step"]).fillna(0)
-            out["mounts"][tier] = [int(x) for x in series]
+            out["mounts"][mount] = [int(x) for x in series]
     return cut_to_width(out, width, STEP_SERIES, ["cut_by_window_end"], nested="mounts")
 
 
@@ -296,25 +296,25 @@ def histograms(d: SessionData) -> Dict:
 
 
 def mounts(d: SessionData, offset: int = 0, limit: Optional[int] = None) -> Dict:
-    """Per storage tier, a page of them (offset, limit: all by default)."""
+    """Per mount, a page of them (offset, limit: all by default)."""
     t = d.files
     if t.empty:
         return {"mounts": [], "total": 0, "offset": offset}
-    t = t[t["tier"] != M.STREAMS]          # not storage: the file table lists them
+    t = t[t["mount"] != M.STREAMS]          # not storage: the file table lists them
     if t.empty:
         return {"mounts": [], "total": 0, "offset": offset}
-    # (the file table's tiers: looking every path's tier up again cost half a second at 100k files)
-    g = t.groupby("tier", as_index=False).agg(files=("path", "size"), bytes_read=("bytes_read", "sum"),
+    # (the file table's mounts: looking every path's mount up again cost half a second at 100k files)
+    g = t.groupby("mount", as_index=False).agg(files=("path", "size"), bytes_read=("bytes_read", "sum"),
                                               bytes_written=("bytes_written", "sum"),
                                               read_time=("read_time", "sum"), write_time=("write_time", "sum"),
                                               meta_time=("meta_time", "sum"))
-    g = with_tier_bandwidth(g)
+    g = with_bandwidth(g)
     return {**page_of(g.to_dict("records"), offset, limit, "mounts"),
             "over": input_wait.SUM_OVER_PROCESSES if len(d.hosts) > 1 else None}
 
 
-def with_tier_bandwidth(g: pd.DataFrame) -> pd.DataFrame:
-    """Per tier, read and write bandwidth, each over its own part of the time."""
+def with_bandwidth(g: pd.DataFrame) -> pd.DataFrame:
+    """Per row (a mount), read and write bandwidth, each over its own part of the time."""
     return g.assign(read_bandwidth=B.bandwidth(g["bytes_read"], g[T.READ_TIME]),
                     write_bandwidth=B.bandwidth(g["bytes_written"], g[T.WRITE_TIME]))
 

@@ -18,7 +18,7 @@ from tfdarshan.measures import time_in_calls as T
 from tfdarshan_tb import views
 from tfdarshan_tb.rank_data import RankSessionData
 
-FILE_COLUMNS = ["path", "tier", "kind", "ranks", "bytes_read", "bytes_written", "opens", *T.PARTS, T.FILE_TIME,
+FILE_COLUMNS = ["path", "mount", "kind", "ranks", "bytes_read", "bytes_written", "opens", *T.PARTS, T.FILE_TIME,
                 "bytes_min", "bytes_median", "bytes_max", f"{T.FILE_TIME}_max",
                 # beyond Darshan's counters, summed over ranks (kernel_io.py)
                 "how", "copy_bytes_read", "copy_bytes_written", "mmap_bytes"]
@@ -119,11 +119,11 @@ def mounts(d: RankSessionData, offset: int = 0, limit: Optional[int] = None) -> 
     t = t[t["mount"] != M.STREAMS]            # not storage: the file table lists them
     if t.empty:
         return {"mounts": [], "total": 0, "offset": offset}
-    names = views.tier_names(M.label(p, d.mounts) if p else "?" for p in t["mount"])
-    g = t.assign(tier=names).groupby("tier", as_index=False).agg(
+    names = views.mount_names(M.label(p, d.mounts) if p else "?" for p in t["mount"])
+    g = t.assign(mount=names).groupby("mount", as_index=False).agg(
         files=("files", "sum"), bytes_read=("bytes_read", "sum"), bytes_written=("bytes_written", "sum"),
         **{part: (part, "sum") for part in T.PARTS})
-    g = views.with_tier_bandwidth(g)
+    g = views.with_bandwidth(g)
     return {**views.page_of(g.to_dict("records"), offset, limit, "mounts"), "over": input_wait.SUM_OVER_RANKS}
 
 

@@ -15,10 +15,9 @@ from tfdarshan.capture import served as SV
 from tfdarshan.logs.darshan_log import read_job_record
 from tfdarshan.logs.logdir import Session, partial_logs
 from tfdarshan.advice import training_input as TI
-from tfdarshan.advice.file_table import tiers_of
 from tfdarshan.analysis.tables import COVERAGE
 from tfdarshan.measures.time_in_calls import FILE_TIME, file_time
-from tfdarshan_tb.session_data import Progress, quiet, coverage_card, display_path, stored_advice, tier_names
+from tfdarshan_tb.session_data import Progress, quiet, coverage_card, display_path, stored_advice, mount_names
 
 RANK_STEM = re.compile(r"(.*)\.rank(\d+)")
 
@@ -66,15 +65,15 @@ class RankSessionData:
 
     def _derive(self, files, progress: Progress) -> None:
         session = self.session
-        progress(f"read {len(files)} files, {len(self.ranks)} ranks, {len(self.steps)} rank steps; naming tiers")
+        progress(f"read {len(files)} files, {len(self.ranks)} ranks, {len(self.steps)} rank steps; naming mounts")
         # the logs the tables left out as unreadable ({"log", "reason"})
         self.skipped_logs = skipped_logs(session.directory)
-        # one rank's mount table names the tiers (a job's ranks see the same mounts): a readable one's
+        # one rank's mount table names the mounts (a job's ranks see the same ones): a readable one's
         named = self.ranks["log"].iat[0] if len(self.ranks) else None
         first = session.directory / f"{named if named in session.hosts else session.hosts[0]}.darshan"
         record = read_job_record(first)
         self.mounts = [M.Mount(p, t) for p, t in record["mounts"]] or M.current()
-        self.files = files.assign(tier=tier_names(tiers_of(files["path"], self.mounts)), **{FILE_TIME: file_time(files)},
+        self.files = files.assign(mount=mount_names(M.labels(files["path"], self.mounts)), **{FILE_TIME: file_time(files)},
                                   path=files["path"].map(display_path),
                                   how=K.how_of_table(files), kind=TI.kinds(files["path"]))
         self.job_metadata = record["metadata"]

@@ -1,5 +1,5 @@
 // The tab's charts: one figure per question, each {id, title, data, layout},
-// with one colour per storage tier in every chart.
+// with one colour per mount in every chart.
 import {plain} from './util.js';
 
 // Plotly sizes a plot from its box when it draws it, and `responsive` follows
@@ -23,15 +23,15 @@ export function followSizes(Plotly, divs, {fresh = true} = {}) {
   for (const d of divs) sizes.observe(d);
 }
 
-// One colour per storage tier, the same in every chart: Okabe and Ito's
+// One colour per mount, the same in every chart: Okabe and Ito's
 // colour-blind-safe set, then hues a golden angle apart.
-const TIER_COLOURS = ['#0072B2', '#E69F00', '#009E73', '#CC79A7', '#D55E00', '#56B4E9', '#000000', '#F0E442'];
-function tierColours(names) {
+const MOUNT_COLOURS = ['#0072B2', '#E69F00', '#009E73', '#CC79A7', '#D55E00', '#56B4E9', '#000000', '#F0E442'];
+function mountColours(names) {
   const sorted = [...new Set(names)].sort();
-  return new Map(sorted.map((n, i) => [n, TIER_COLOURS[i] || `hsl(${(i * 137.5) % 360}, 65%, 40%)`]));
+  return new Map(sorted.map((n, i) => [n, MOUNT_COLOURS[i] || `hsl(${(i * 137.5) % 360}, 65%, 40%)`]));
 }
 
-// what is measured (not where) in slate and purple, apart from every tier colour
+// what is measured (not where) in slate and purple, apart from every mount colour
 export const READ = '#37474F', WRITTEN = '#90A4AE', RATE = '#8E24AA';
 // what Darshan's counters miss (kernel-side copies, reads through mmap): browns
 export const COPIED = '#795548', MAPPED = '#BCAAA4';
@@ -81,7 +81,7 @@ const rightAmount = (text, ys) => {
 // The charts for a session, each {id, title, data, layout}; a chart or
 // series with nothing to show is left out (an empty axis runs from -1 to 1).
 export function figures(steps, hist, mounts, timeline) {
-  const tiers = tierColours([...Object.keys(steps.mounts), ...mounts.mounts.map((m) => m.tier)]);
+  const colours = mountColours([...Object.keys(steps.mounts), ...mounts.mounts.map((m) => m.mount)]);
   const out = [];
   if (steps.steps.length) {
     const cut = steps.downsampled;
@@ -105,12 +105,12 @@ export function figures(steps, hist, mounts, timeline) {
         layout: layout({barmode: 'stack', xaxis: stepAxis(steps.steps), yaxis: amount('bytes'),
           ...(rate.length ? {yaxis2: rightAmount('MiB/s', bw)} : {})})});
     }
-    const perTier = [...tiers.keys()].filter((t) => steps.mounts[t] && hasData(steps.mounts[t]))
-        .map((t) => series(plain(t), steps.mounts[t], tiers.get(t), {stackgroup: 'tiers', fillcolor: tiers.get(t)}));
-    if (perTier.length) {
-      // (a downsampled chart's tiers are not stacked: one tier's maximum and another's minimum do not add up)
-      out.push({id: 'tfd-step-mounts', title: `Per step and storage tier${steps.over ? `, ${steps.over}` : ''}: bytes read`
-        + note, downsampled: Boolean(cut), data: perTier,
+    const perMount = [...colours.keys()].filter((m) => steps.mounts[m] && hasData(steps.mounts[m]))
+        .map((m) => series(plain(m), steps.mounts[m], colours.get(m), {stackgroup: 'mounts', fillcolor: colours.get(m)}));
+    if (perMount.length) {
+      // (a downsampled chart's mounts are not stacked: one mount's maximum and another's minimum do not add up)
+      out.push({id: 'tfd-step-mounts', title: `Per step and mount${steps.over ? `, ${steps.over}` : ''}: bytes read`
+        + note, downsampled: Boolean(cut), data: perMount,
         layout: layout({barmode: 'stack', xaxis: stepAxis(steps.steps), yaxis: amount('bytes read')})});
     }
   }
@@ -124,24 +124,24 @@ export function figures(steps, hist, mounts, timeline) {
       layout: layout({barmode: 'group', xaxis: axis('request size from (bytes)', {tickangle: 0}),
         yaxis: amount('operations')})});
   }
-  // per tier, read and write side by side: one bar (and legend entry) per tier
-  const byTier = (fields, scale = 1) => mounts.mounts
+  // per mount, read and write side by side: one bar (and legend entry) per mount
+  const byMount = (fields, scale = 1) => mounts.mounts
     .map((m) => {
       const points = fields.map(([label, key]) => [label, m[key] == null ? null : m[key] / scale]).filter(([, v]) => v);
-      return {type: 'bar', name: plain(m.tier), x: points.map((p) => p[0]), y: points.map((p) => p[1]),
-        marker: {color: tiers.get(m.tier)}};
+      return {type: 'bar', name: plain(m.mount), x: points.map((p) => p[0]), y: points.map((p) => p[1]),
+        marker: {color: colours.get(m.mount)}};
     })
     .filter((t) => t.y.length)
     .sort((a, b) => a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
   const ops = (labels) => axis('operation', {categoryorder: 'array', categoryarray: labels});
-  const moved = byTier([['read', 'bytes_read'], ['written', 'bytes_written']]);
+  const moved = byMount([['read', 'bytes_read'], ['written', 'bytes_written']]);
   if (moved.length) {
-    out.push({id: 'tfd-mounts', title: `Storage tiers: bytes moved${mounts.over ? `, ${mounts.over}` : ''}`, data: moved,
+    out.push({id: 'tfd-mounts', title: `Mounts: bytes moved${mounts.over ? `, ${mounts.over}` : ''}`, data: moved,
       layout: layout({barmode: 'group', xaxis: ops(['read', 'written']), yaxis: amount('bytes')})});
   }
-  const speed = byTier([['read', 'read_bandwidth'], ['write', 'write_bandwidth']], MIB);
+  const speed = byMount([['read', 'read_bandwidth'], ['write', 'write_bandwidth']], MIB);
   if (speed.length) {
-    out.push({id: 'tfd-mounts-bandwidth', title: 'Storage tiers: bandwidth (bytes / time in the calls)', data: speed,
+    out.push({id: 'tfd-mounts-bandwidth', title: 'Mounts: bandwidth (bytes / time in the calls)', data: speed,
       layout: layout({barmode: 'group', xaxis: ops(['read', 'write']), yaxis: amount('MiB/s')})});
   }
   if (timeline.available) {

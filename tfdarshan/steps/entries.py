@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from tfdarshan.capture import _native
-from tfdarshan.logs.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, SETUP_STEP, STEP_COLUMNS,
+from tfdarshan.steps.series import (AFTER_STEPS, CUT_COLUMN, FIELDS, FILE_COLUMNS, SETUP_STEP, STEP_COLUMNS,
                                    STORAGE_COLUMNS, TIME_FIELDS, WINDOW_STEP, IO_WALL_COLUMN,
                                    step_totals)
 

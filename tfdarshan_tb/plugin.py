@@ -48,13 +48,13 @@ ANSWERS_SIZE = 256
 RANK_PAGE_MAX = 4096
 
 # a line per stage of a long first load, beside TensorBoard's own log lines
-log = logging.getLogger("tfdarshan.tab")
-if not log.handlers:
+logger = logging.getLogger("tfdarshan.tab")
+if not logger.handlers:
     _handler = logging.StreamHandler()
     _handler.setFormatter(logging.Formatter("tfdarshan tab: %(message)s"))
-    log.addHandler(_handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
+    logger.addHandler(_handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 class BadRequest(Exception):
@@ -112,9 +112,9 @@ class IOPlugin(base_plugin.TBPlugin):
             # a process killed before writing its log: its live log becomes a partial log, so its session shows
             said = live_log.summary_line(live_log.recover_all(self._logdir))
             if said:
-                log.info("%s", said)
+                logger.info("%s", said)
         except OSError as e:
-            log.info("could not convert the live logs of killed processes: %s", e)
+            logger.info("could not convert the live logs of killed processes: %s", e)
         ok = []
         for s in find_sessions(self._logdir):
             real = os.path.realpath(s.directory)
@@ -175,7 +175,7 @@ class IOPlugin(base_plugin.TBPlugin):
             def say(line):
                 line = f"{time.monotonic() - started:.1f} s: {line}"
                 stages.append(line)
-                log.info("%s/%s%s: %s", session.run, session.name, f" ({host})" if host else "", line)
+                logger.info("%s/%s%s: %s", session.run, session.name, f" ({host})" if host else "", line)
             many = host is None and rank_data.is_many_ranks(session)
             try:
                 data = rank_data.RankSessionData(session, say) if many else session_data.SessionData(session, host, say)

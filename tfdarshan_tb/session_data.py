@@ -1,7 +1,7 @@
 """A session as the tab loads it, apart from the views that present it:
 one process's log or a few, read directly (SessionData), and what both
 loaders (this and rank_data.py, a many-rank session's tables) share: the
-stored advice, the coverage card, display paths and tier names, JSON-safe
+stored advice, the coverage card, display paths and mount names, JSON-safe
 scalars, and the progress lines of a long load. Nothing here imports a
 view (tests/test_layout.py)."""
 from __future__ import annotations
@@ -34,11 +34,11 @@ def quiet(line: str) -> None:
 
 # the file table, plus what a file is when it is not input (kind) and the time it cost
 # in all: reads, writes and metadata
-FILE_COLUMNS = report.COLUMNS[:report.COLUMNS.index("tier") + 1] + ["kind"] \
-    + report.COLUMNS[report.COLUMNS.index("tier") + 1:report.COLUMNS.index(T.META_TIME) + 1] + [T.FILE_TIME] \
+FILE_COLUMNS = report.COLUMNS[:report.COLUMNS.index("mount") + 1] + ["kind"] \
+    + report.COLUMNS[report.COLUMNS.index("mount") + 1:report.COLUMNS.index(T.META_TIME) + 1] + [T.FILE_TIME] \
     + report.COLUMNS[report.COLUMNS.index(T.META_TIME) + 1:]
-# the tier of paths on no mount point: streams, files folded past the record cap
-UNKNOWN_TIER = "unknown tier"
+# the mount of paths on no mount point: files folded past the record cap
+UNKNOWN_MOUNT = "unknown mount"
 
 
 class SessionData:
@@ -157,7 +157,7 @@ def _file_table(snap: Snapshot, mounts: List[M.Mount], step_files: Optional[pd.D
     t = report.file_table(snap, mount_table=mounts)
     if t.empty:
         return pd.DataFrame(columns=FILE_COLUMNS)
-    t["tier"] = tier_names(t["tier"])
+    t["mount"] = mount_names(t["mount"])
     t["kind"] = TI.kinds(t["path"], TI.read_in_steps(t["path"], step_files))
     t[T.FILE_TIME] = t[list(T.PARTS)].sum(axis=1, min_count=1)      # (STDIO's NaN parts count as none)
     t = t[FILE_COLUMNS]
@@ -167,9 +167,9 @@ def _file_table(snap: Snapshot, mounts: List[M.Mount], step_files: Optional[pd.D
     return t
 
 
-def tier_names(labels) -> list:
-    """Tier labels as every chart and the file table name them."""
-    return [UNKNOWN_TIER if label == "?" else label for label in labels]
+def mount_names(labels) -> list:
+    """Mount labels (capture/mounts.py's label) as every chart and the file table name them."""
+    return [UNKNOWN_MOUNT if label == "?" else label for label in labels]
 
 
 def _clean(v):

@@ -26,7 +26,7 @@ h2 { font-size: 15px; font-weight: 500; margin: 20px 0 8px; }
 table { border-collapse: collapse; width: 100%; font-size: 12px; }
 th, td { border-bottom: 1px solid #eee; padding: 4px 6px; text-align: right; white-space: nowrap; }
 th { cursor: pointer; user-select: none; background: #fafafa; position: sticky; top: 0; }
-td.path, th.path, td.tier, th.tier, td.kind, th.kind { text-align: left; max-width: 520px; overflow: hidden; text-overflow: ellipsis; }
+td.path, th.path, td.mount, th.mount, td.kind, th.kind { text-align: left; max-width: 520px; overflow: hidden; text-overflow: ellipsis; }
 .muted { color: #777; font-size: 12px; }
 .error { color: #b00020; }
 .advice li { margin: 6px 0; }
@@ -102,8 +102,8 @@ export async function render() {
 }
 
 const STEP_CHARTS = new Set(['tfd-verdict-chart', 'tfd-step-chart', 'tfd-step-mounts']);
-// the most tiers a chart shows, and ranks the ranks chart shows at once (a page)
-const TIER_PAGE = 50, RANK_PAGE = 256;
+// the most mounts a chart shows, and ranks the ranks chart shows at once (a page)
+const MOUNT_PAGE = 50, RANK_PAGE = 256;
 const PROGRESS_EVERY = 400;     // ms between asks for a first load's stages
 
 // The width (CSS pixels) of a chart's cell in the grid as it will be laid
@@ -152,7 +152,7 @@ async function draw(body, ranked) {
   try {
     answers = await Promise.all([
       get('summary'), get('verdict', {width}), get('steps', {width}), get('histograms'),
-      get('mounts', {limit: TIER_PAGE}), get('timeline'), get('advice'),
+      get('mounts', {limit: MOUNT_PAGE}), get('timeline'), get('advice'),
       ...(ranked ? [get('rank_heatmap', {width}), get('rank_wait', {limit: RANK_PAGE})] : [])]);
   } finally {
     loaded = true;

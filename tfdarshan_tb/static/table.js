@@ -2,7 +2,7 @@
 // in a per-step chart narrows it to that step's files until its chip is cleared.
 import {PAGE, bytes, el, get, pct, rate, seconds, state} from './util.js';
 
-const LABELS = {path: 'file', interface: 'via', tier: 'tier', kind: 'not input', bytes_read: 'read', bytes_written: 'written',
+const LABELS = {path: 'file', interface: 'via', mount: 'mount', kind: 'not input', bytes_read: 'read', bytes_written: 'written',
   reads: 'reads', writes: 'writes', opens: 'opens', stats: 'stats', read_time: 'read time',
   write_time: 'write time', meta_time: 'meta time', file_time: 'time in file calls', bandwidth: 'bandwidth',
   mean_request: 'mean request (data reads)', seq_fraction: 'sequential (data reads)', zero_reads: '0-byte reads',
@@ -20,7 +20,7 @@ const HELP = {how: 'ways Darshan\'s counters cannot see: copy_file_range, sendfi
   mmap_bytes: 'pages of the file the process mapped (/proc/self/pagemap): the kernel maps cached neighbours at each '
     + 'fault, so scattered reads are overcounted'};
 // text columns, left-aligned (header and cells alike); numbers go to the right
-const TEXT = new Set(['path', 'tier', 'kind']);
+const TEXT = new Set(['path', 'mount', 'kind']);
 // null in these is a figure nobody counted (STDIO has no stat counter): '?', never 0
 const UNCOUNTED = new Set(['stats', 'seq_fraction', 'zero_reads']);
 

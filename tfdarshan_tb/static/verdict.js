@@ -3,7 +3,7 @@
 import {el, pct} from './util.js';
 import {LINE, MANY_STEPS, amount, downsampledNote, hasData, layout, stepAxis} from './charts.js';
 
-// darker is nearer the disk; apart from every tier colour
+// darker is nearer the disk; apart from every mount colour
 const FILE_IO = '#263238', OTHER_INPUT = '#78909C', COMPUTE = '#CFD8DC';
 
 const WHY = 'Ours counts only time inside file I/O calls on the input threads; XProf\'s counts all time the step '
