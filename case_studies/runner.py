@@ -72,7 +72,7 @@ SCALES = {
     # tiny checks the mechanics only (one round, two short probes): no figure of it is a result
     "tiny": {"imagenet": Config("imagenet", 48, size_scale=0.5, batch=8, rounds=1, probes=2, probe_repeats=2),
              "malware": Config("malware", 24, size_scale=1 / 16, batch=4, rounds=1, probes=2, probe_repeats=2)},
-    "small": {"imagenet": Config("imagenet", 1500), "malware": Config("malware", 160, batch=16, route_rounds=6)},
+    "small": {"imagenet": Config("imagenet", 1500), "malware": Config("malware", 160, batch=16, route_rounds=5)},
     "paper": {"imagenet": Config("imagenet", 128_000), "malware": Config("malware", 10_868, batch=16)},
 }
 PROBE_AGREEMENT = 0.10
