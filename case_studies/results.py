@@ -233,6 +233,9 @@ def _routes(r) -> List[str]:
         out.append("- served against edited: " + (
             "the served route saves more than the edited script in every round." if S.above_zero(diff) else
             "the served route saves less than the edited script in every round." if S.below_zero(diff) else
+            f"not shown: a route's saving reaches zero, so their ratio ({S.fmt(ratio, digits=2)}) says nothing "
+            "about whether the served route achieves the edited script's gain." if not (
+                S.above_zero(sm["served"]["saved"]) and S.above_zero(sm["edited"]["saved"])) else
             f"within noise: the served route achieved {S.fmt(ratio, digits=2)} of the edited script's saving, and "
             "the interval contains 1."))
     text = rounds[0]["served"].get("compare_text", "")
