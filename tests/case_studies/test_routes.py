@@ -58,3 +58,9 @@ def test_a_route_that_saves_less_in_every_round_is_said_to():
 def test_too_few_rounds_make_no_claim():
     _, text = render([(1.0, 2.0), (1.1, 2.0)])
     assert "too few to compare" in text and "every round" not in text
+
+
+def test_a_saving_that_reaches_zero_shows_nothing_about_the_ratio():
+    sm, text = render([(1.0, 2.0), (-0.5, 1.0), (2.0, 1.5), (1.5, -1.0), (2.2, 2.0)])
+    assert sm["served"]["saved"]["lo"] < 0 < sm["served"]["saved"]["hi"]
+    assert "not shown" in text and "within noise" not in text
