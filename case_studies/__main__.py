@@ -44,8 +44,15 @@ def main(argv=None) -> int:
     elapsed = time.time() - start
     res = pathlib.Path(args.results)
     (res.parent / "results").mkdir(parents=True, exist_ok=True)
-    (res.parent / "results" / f"results-{args.scale}.json").write_text(json.dumps(out, indent=1))
+    stored = res.parent / "results" / f"results-{args.scale}.json"
     images = R.plots(out, res.parent / "results")
+    if args.study != "all" and stored.exists():
+        # one study re-run: the others' results (and plots) stay as they were
+        ran = {r["config"]["study"]: r for r in out}
+        kept = json.loads(stored.read_text())
+        out = [ran.pop(r["config"]["study"], r) for r in kept] + list(ran.values())
+        images = {r["config"]["study"]: f"{r['config']['study']}.png" for r in out}
+    stored.write_text(json.dumps(out, indent=1))
     command = "make case-studies" if args.scale == "small" and args.study == "all" else \
         f"python -m case_studies --scale {args.scale} --study {args.study}"
     res.write_text(R.markdown(out, command, images, elapsed))

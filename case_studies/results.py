@@ -184,6 +184,71 @@ def _read_study(r, images) -> List[str]:
     out += [f"- recommended against the rule: {_versus(d['bandwidth'], 'bandwidth gain', 'the recommendation', 'the rule')} "
             f"{_versus(d['epoch_time'], 'epoch time (share of the unstaged epoch)', 'the recommendation', 'the rule', higher_is_better=False)}",
             ""]
+    return out + (_routes(r) if r.get("routes") else [])
+
+
+def _routes(r) -> List[str]:
+    """The recommendation applied through `tfdarshan run --staged` (the
+    script unchanged) and through the edited script, against unstaged runs."""
+    ro, st = r["routes"], r["staging"]["recommended"]
+    sm, rounds = ro["summary"], ro["rounds"]
+    n = len(rounds)
+    out = ["### The plan applied with the script unchanged (`tfdarshan run --staged`)", "",
+           f"The recommendation above ({st['files']} files, {_mib(st['bytes'])}), applied as a user would: every run "
+           "a whole `tfdarshan run` of `case_studies/malware/train.py` (a new process) on the slow tier's paths, "
+           f"the three routes in a shuffled order in each of {n} rounds, the data set's page cache dropped before "
+           "each run:", ""]
+    for k, what in (("unstaged", "unstaged"), ("served", "served, the script unchanged"),
+                    ("edited", "edited, the file list through `tfdarshan.staged_paths()`")):
+        out.append(f"- {what}: `{ro['commands'][k]}`")
+    pred = st.get("predicted_job_saving")
+    out += ["", "Job time is the training steps' wall time (job_time.py's rule); saved = the same round's unstaged "
+                "run less the staged one, as `tfdarshan recommend --compare UNSTAGED STAGED --manifest MANIFEST` "
+                "reports it" + (f" (the plan predicted {pred:.2f} s, from the in-process planning run above)"
+                                if pred is not None else "")
+            + f". Median [{sm['job_time']['unstaged']['method']}] of {n} rounds:", "",
+            "| route | job time | saved against unstaged | share of the unstaged job time | served opens, bytes per run |",
+            "|---|---|---|---|---|"]
+    for k in ("unstaged", "served", "edited"):
+        jt = S.fmt(sm["job_time"][k], unit="s", digits=2)
+        if k == "unstaged":
+            out.append(f"| {k} | {jt} | – | – | – |")
+            continue
+        g = sm[k]
+        o, b = g["opens_served"], g["bytes_served"]
+        served = "none" if not o["median"] else (
+            f"{o['median']:.0f}, {_mib(b['median'])}" + ("" if o["lo"] == o["hi"] and b["lo"] == b["hi"]
+                                                         else f" ({o['lo']:.0f}–{o['hi']:.0f} opens)"))
+        out.append(f"| {k} | {jt} | {S.fmt(g['saved'], unit='s', digits=2)} | {_pct(g['saved_share'])} | {served} |")
+    ratio, diff = sm["served_over_edited"], sm["served_minus_edited"]
+    out += ["", f"- served over edited (the two savings' ratio within each round): {S.fmt(ratio, digits=2)}; "
+                f"served − edited: {S.fmt(diff, unit='s', digits=2, sign=True)}."]
+    if n < MIN_RUNS:
+        out.append(f"- {n} round(s): too few to compare.")
+    else:
+        for k in ("served", "edited"):
+            g = sm[k]["saved"]
+            out.append(f"- {k}: " + ("saves job time in every round." if S.above_zero(g) else
+                                     "does not save job time in every round (its interval reaches zero)."))
+        out.append("- served against edited: " + (
+            "the served route saves more than the edited script in every round." if S.above_zero(diff) else
+            "the served route saves less than the edited script in every round." if S.below_zero(diff) else
+            f"not shown: a route's saving reaches zero, so their ratio ({S.fmt(ratio, digits=2)}) says nothing "
+            "about whether the served route achieves the edited script's gain." if not (
+                S.above_zero(sm["served"]["saved"]) and S.above_zero(sm["edited"]["saved"])) else
+            f"within noise: the served route achieved {S.fmt(ratio, digits=2)} of the edited script's saving, and "
+            "the interval contains 1."))
+    text = rounds[0]["served"].get("compare_text", "")
+    line = next((x for x in text.splitlines() if x.startswith("served from")), None)
+    if line:
+        out.append(f"- `recommend --compare` on round 1's served run: \"{line.strip()}\"; staged files read from "
+                   f"their sources in any round: {sm['served']['sources_read']} (served), "
+                   f"{sm['edited']['sources_read']} (edited).")
+    load, others = sm["load"], sm["others_cores"]
+    out += [f"- load average (1 minute, read before and after every run): median {load['median']:.2f}, "
+            f"{min(load['values']):.2f} to {max(load['values']):.2f}; other processes' CPU during the runs "
+            f"(the run itself and the slow-tier daemon left out): median {others['median']:.2f} cores of 2, "
+            f"at most {max(others['values']):.2f}.", ""]
     return out
 
 

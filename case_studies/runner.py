@@ -15,7 +15,11 @@
    slow-tier daemon's CPU time read around it; gains are taken within a
    round, against that round's unstaged profiled run, and each round's
    achieved job-time saving (the profiled run's training steps less the
-   staged run's) is held against the predicted one.
+   staged run's) is held against the predicted one;
+4. with route_rounds (the malware-like study), the recommendation applied
+   as a user would, each run a whole `tfdarshan run` of the study's script:
+   unchanged under `--staged MANIFEST`, or edited to call staged_paths(),
+   against the unstaged run of the same round (routes.py).
 
 A staged configuration runs the same training code on the same slow-tier
 paths: its copies are served from inside the shim (`attach(staged=...)`,
@@ -61,13 +65,14 @@ class Config:
     probes: int = 3                    # slow-tier probes, which must agree within PROBE_AGREEMENT
     probe_repeats: int = 5             # measurements a probe takes the median of
     staging: str = "served"            # how staged configurations read their copies: "served" or "paths"
+    route_rounds: int = 0              # rounds of whole `tfdarshan run`s, unstaged/--staged/edited (routes.py)
 
 
 SCALES = {
     # tiny checks the mechanics only (one round, two short probes): no figure of it is a result
     "tiny": {"imagenet": Config("imagenet", 48, size_scale=0.5, batch=8, rounds=1, probes=2, probe_repeats=2),
              "malware": Config("malware", 24, size_scale=1 / 16, batch=4, rounds=1, probes=2, probe_repeats=2)},
-    "small": {"imagenet": Config("imagenet", 1500), "malware": Config("malware", 160, batch=16)},
+    "small": {"imagenet": Config("imagenet", 1500), "malware": Config("malware", 160, batch=16, route_rounds=5)},
     "paper": {"imagenet": Config("imagenet", 128_000), "malware": Config("malware", 10_868, batch=16)},
 }
 PROBE_AGREEMENT = 0.10
@@ -383,6 +388,11 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
             result["rounds"] = rounds
             result["summary"] = summarize(rounds, {k: v.get("predicted_job_saving")
                                                    for k, v in result["staging"].items()})
+            if cfg.route_rounds:
+                # the recommendation applied as a user would: the script unchanged under --staged, or edited
+                from case_studies.routes import run_routes
+                result["routes"] = run_routes(cfg, cfg.route_rounds, mnt, roots["recommended"], tier.pid, workdir,
+                                              lambda: drop_cache(local), log)
     finally:
         shutil.rmtree(fast_root, ignore_errors=True)
     return result
