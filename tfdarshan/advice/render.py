@@ -191,5 +191,6 @@ def job_text(j) -> str:
     said = (f"predicted {human_time(j['predicted'])}; achieved/predicted {j['ratio']:.2f}" if j["ratio"] is not None
             else f"predicted {human_time(j['predicted'])}" if j["predicted"] is not None
             else "the manifest holds no job-time prediction (planned without step series)")
+    crowded = job_time.shared_cores_line(j.get("shared_cores"))
     return (f"job time {human_time(j['before'])} -> {human_time(j['after'])}: saved {human_time(j['achieved'])}, "
-            f"{said} ({job_time.MODES[j['mode']]})")
+            f"{said} ({job_time.MODES[j['mode']]})" + (f". {crowded}" if crowded else ""))
