@@ -13,7 +13,7 @@ from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.measures import time_in_calls as T
 from tfdarshan.measures.bandwidth import bandwidth
 # re-exported for the modules that still import them from here (their one definition is measures/human.py)
-from tfdarshan.measures.human import human_bytes, human_time, percent  # noqa: F401
+from tfdarshan.measures.human import count, human_bytes, human_time, percent  # noqa: F401
 
 
 COLUMNS = ["path", "interface", "tier", "bytes_read", "bytes_written", "reads", "writes", "opens", "stats",
@@ -147,10 +147,10 @@ def render_text(table: pd.DataFrame, limit: int = 20, width: int = 60) -> str:
                                   for i, (c, w) in enumerate(zip(cells, widths)))
     lines = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
     if len(table) > limit:
-        lines.append(f"... and {len(table) - limit} more files")
+        lines.append(f"... and {count(len(table) - limit, 'more file')}")
     total_read = table["bytes_read"].sum()
     read_seconds = table["read_time"].sum()
-    lines.append(f"{len(table)} files, {human_bytes(total_read)} read in {table['reads'].sum()} reads, "
+    lines.append(f"{count(len(table), 'file')}, {human_bytes(total_read)} read in {count(int(table['reads'].sum()), 'read')}, "
                  f"{read_seconds:.3f} s in reads"
                  + (f" ({bandwidth(total_read, read_seconds) / 2**20:.0f} MiB/s)" if read_seconds > 0 else ""))
     lines.append("mean req and seq count data reads only (not the 0-byte read at a file's end); "

@@ -278,11 +278,14 @@ def per_node(source: str, fast_path: str, *, capacity=None, toml_files: Sequence
 
 
 def node_manifest(plans, root: str, source: str, session_dir, *, progress: bool = False) -> Dict:
-    """One manifest with a part per node (`tfdarshan stage --node`)."""
+    """One manifest with a part per node (`tfdarshan stage --node`), with the
+    prediction for what it stages (not for files gone since the run)."""
     from tfdarshan.advice.manifest import make_node_manifest
     manifest = make_node_manifest({h: plans.paths(h) for h in plans.nodes}, root, progress=progress)
-    manifest["advice"] = {"predicted_saving": plans.sharded_total, "source": str(source),
-                          "session": str(session_dir), "node_savings": {h: plans.saving(h) for h in plans.nodes}}
+    gone = set(manifest["vanished"])
+    savings = {h: plans.saving(h, without=gone) for h in plans.nodes}
+    manifest["advice"] = {"predicted_saving": sum(savings.values()), "source": str(source),
+                          "session": str(session_dir), "node_savings": savings}
     return manifest
 
 

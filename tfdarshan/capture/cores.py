@@ -30,8 +30,8 @@ def parse(text: Optional[str]) -> Optional[FrozenSet[int]]:
     cpus = set()
     try:
         for part in str(text).split(","):
-            lo, _, hi = part.strip().partition("-")
-            a, b = int(lo), int(hi or lo)
+            lo, dash, hi = part.strip().partition("-")
+            a, b = int(lo), int(hi if dash else lo)
             if a < 0 or b < a or b - a > 1 << 16:
                 return None
             cpus.update(range(a, b + 1))
