@@ -32,7 +32,8 @@ tells it apart. The other ranks are taken to keep their pace: where ranks
 share a node's cores, a rank that stops waiting competes for them and the
 others slow down (benchmarks/bench_advice.py, four ranks on two cores:
 their training took 1-5 s longer after staging in most rounds), so the
-prediction is then high. Training steps only: the set-up before the first
+prediction is then high: shared_cores names the nodes where the logs say
+so (more ranks than cores), and recommend says it. Training steps only: the set-up before the first
 step and the wind-down after the last are not job time here."""
 from __future__ import annotations
 
