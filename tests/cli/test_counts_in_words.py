@@ -31,6 +31,7 @@ def test_analyze_of_one_log_of_one_file(tmp_path, attached):
     with tfdarshan.profile() as prof:
         data.read_bytes()
     logs = tmp_path / "logs"
+    logs.mkdir()
     log = write_darshan_log(prof.snapshot, logs / "run1.darshan")
     files = len(tfdarshan.read_darshan_log(log).posix)
     r = tfd("analyze", logs)

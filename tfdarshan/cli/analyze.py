@@ -10,6 +10,7 @@ import sys
 
 from tfdarshan.cli import path_arg
 from tfdarshan.errors import TfdarshanError
+from tfdarshan.measures.human import count
 
 
 def add_parser(sub) -> None:
@@ -56,7 +57,6 @@ def run(args: argparse.Namespace) -> int:
     partial = list(ranks[ranks["partial"]]["log"])
     left_out = (f", {len(r['skipped'])} unreadable skipped" if r["skipped"] else "") + \
         (f", {len(partial)} partial ({', '.join(partial[:10])}: {live_log.WHY})" if partial else "")
-    from tfdarshan.measures.human import count
     print(f"analyzed {count(r['ranks'], 'log')}{left_out} in {session_dir} ({r['where']}): {count(len(files), 'file')}; tables in "
           f"{session_dir / 'analysis'}")
     waits = ranks.dropna(subset=[W.RANK_SHARE])
