@@ -1,12 +1,13 @@
 """Does the advice come true? Issue 29's slow-rank scenario, planned, staged
 and run again, round after round.
 
-    python benchmarks/bench_advice.py [--rounds 5] [--files 48] [--epochs 10]
-        [--scenario plain|parallel|both] [--fast-tier DIR] [--capacity 1MiB]
+    python benchmarks/bench_advice.py [--rounds 5] [--ranks 4] [--files 48]
+        [--epochs 10] [--scenario plain|parallel|both] [--fast-tier DIR]
+        [--capacity 1MiB]
 
-Four ranks under `mpirun`, each under `tfdarshan run`, train on their own
-files through a tf.data map (case_studies/slow_rank.py); rank 3's files sit
-on the slow FUSE tier. Each round, as a user would: run the job; `tfdarshan
+Four ranks (--ranks) under `mpirun`, each under `tfdarshan run`, train on
+their own files through a tf.data map (case_studies/slow_rank.py); the last
+rank's files (rank 3's of four) sit on the slow FUSE tier. Each round, as a user would: run the job; `tfdarshan
 recommend` its session with the fast tier (default: a directory in
 /dev/shm) and --manifest; `tfdarshan stage` the manifest; run the job
 again reading the copies; `recommend --compare` the two runs. Odd rounds
@@ -20,7 +21,13 @@ as the ratio of those medians, its interval from resampling whole rounds
 (a round whose prediction is near zero, because the load made another rank
 the slowest, would make a mean or median of per-round ratios explode); then
 each round's figures, with its own ratio. The goal is a ratio within
-0.7-1.3.
+0.7-1.3. The load average (1 minute) is sampled every 10 s during the
+run and printed with the figures: the machine may be shared.
+
+On this 2-core machine four ranks share two cores: once the slow rank stops
+waiting on the slow tier it competes with the others for the CPU, which the
+prediction does not model (recommend says so: ranks per node above its
+cores). --ranks 2 gives each rank a core of its own.
 
 Ten epochs by default, not the issue's three: each rank's first step
 traces the model's graph, which on a 2-core machine shared by four ranks
@@ -71,26 +78,54 @@ def one_round(sr, work: pathlib.Path, where, fast: pathlib.Path, r: int, args, p
         st = sr.tfdarshan("stage", manifest, "--quiet", env={**env, "TFDARSHAN_STAGING_MAP": str(staged_map)})
         if st.returncode != 0:
             raise RuntimeError(f"stage failed: {st.stderr[-2000:]}")
+        return rec.stdout
 
     if r % 2 == 1 and staged_map.exists():
         a = after()
         b = before()
-        plan_and_stage(b)           # the same plan as before: nothing new to copy
+        rec_text = plan_and_stage(b)           # the same plan as before: nothing new to copy
     else:
         b = before()
-        plan_and_stage(b)
+        rec_text = plan_and_stage(b)
         a = after()
     cmp = sr.tfdarshan("recommend", "--compare", b, a, "--manifest", manifest, "--format", "json", env=env)
     if cmp.returncode not in (0, 1):
         raise RuntimeError(f"--compare failed: {cmp.stderr[-2000:]}")
     out = json.loads(cmp.stdout)
     plan = json.loads(manifest.read_text())
-    slow = [e for e in plan["entries"] if e["source"].startswith(str(where[sr.SLOW_RANK]) + "/")]
+    slow = [e for e in plan["entries"] if e["source"].startswith(str(where[-1]) + "/")]
     job = out["job"]
     return {"predicted": job["predicted"], "achieved": job["achieved"], "ratio": job["ratio"],
             "before": job["before"], "after": job["after"], "mode": job["mode"], "files": len(plan["entries"]),
             "slow_rank_files": len(slow), "copies_read": out["copies_read"], "sources_read": out["sources_read"],
-            "staged_first": r % 2 == 1}
+            "staged_first": r % 2 == 1, "oversubscribed": _oversubscribed(rec_text)}
+
+
+def _oversubscribed(recommend_text: str) -> bool:
+    """Whether recommend said its prediction assumes ranks keep their pace
+    on a node with more ranks than cores."""
+    return "more ranks than cores" in recommend_text
+
+
+class LoadSampler:
+    """The 1-minute load average, sampled every `every` seconds on a thread."""
+
+    def __init__(self, every: float = 10.0):
+        import threading
+        self.samples = [os.getloadavg()[0]]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every,), daemon=True)
+        self._thread.start()
+
+    def _run(self, every):
+        while not self._stop.wait(every):
+            self.samples.append(os.getloadavg()[0])
+
+    def stop(self) -> str:
+        self._stop.set()
+        self._thread.join()
+        v = self.samples + [os.getloadavg()[0]]
+        return f"load average (1 min) during the run: median {statistics.median(v):.1f}, {min(v):.1f}-{max(v):.1f}"
 
 
 def ratio_of_medians(rounds, resamples: int = 10_000):
@@ -116,11 +151,15 @@ def summary(name: str, rounds) -> list:
         lines.append(f"  {what}: {statistics.median(v):.2f} s [{lo:.2f}, {hi:.2f}]; {min(v):.2f}-{max(v):.2f}")
     r, lo, hi = ratio_of_medians(rounds)
     lines.append(f"  achieved / predicted (ratio of the medians): {r:.2f} [{lo:.2f}, {hi:.2f}] (goal 0.7-1.3)")
+    said = sum(bool(x.get("oversubscribed")) for x in rounds)
+    lines.append(f"  recommend said a node ran more ranks than cores (the prediction may be optimistic) in {said} "
+                 f"of {len(rounds)} rounds")
     for i, x in enumerate(rounds):
         lines.append(f"  round {i + 1}: job {x['before']:.2f} s -> {x['after']:.2f} s ({x['mode']}), saved "
                      f"{x['achieved']:.2f} s of {x['predicted']:.2f} s predicted, ratio "
                      f"{x['ratio'] if x['ratio'] is None else round(x['ratio'], 2)}; staged "
-                     f"{x['files']} files, {x['slow_rank_files']} of them rank 3's; copies read {x['copies_read']}, "
+                     f"{x['files']} files, {x['slow_rank_files']} of them the slow rank's; copies read "
+                     f"{x['copies_read']}, "
                      f"sources read {x['sources_read']}")
     return lines
 
@@ -129,6 +168,7 @@ def main(argv=None) -> int:
     from case_studies import slow_rank as sr
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--ranks", type=int, default=sr.RANKS, help="ranks of the job; the last reads the slow tier")
     ap.add_argument("--files", type=int, default=48, help="files per rank")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--scenario", choices=["plain", "parallel", "both"], default="both",
@@ -137,6 +177,8 @@ def main(argv=None) -> int:
     ap.add_argument("--capacity", default="1MiB")
     ap.add_argument("--json", help="also write every round's figures here")
     args = ap.parse_args(argv)
+    if args.ranks < 2:
+        ap.error("--ranks: at least 2 (a slow rank and another)")
     why = sr.unavailable()
     if why:
         print(f"bench_advice: {why}", file=sys.stderr)
@@ -147,10 +189,12 @@ def main(argv=None) -> int:
     env = {"TFDARSHAN_TIERS": str(work / "tiers.json")}
     scenarios = ["plain", "parallel"] if args.scenario == "both" else [args.scenario]
     results = {s: [] for s in scenarios}
+    slow = sr.slow_rank_of(args.ranks)
+    load = LoadSampler()
     try:
-        dirs = sr.make_data(work / "data", args.files)
-        with sr.slow_tier(dirs[sr.SLOW_RANK], work / "slow") as mnt:
-            where = [str(d) for d in dirs[:sr.SLOW_RANK]] + [str(mnt)]
+        dirs = sr.make_data(work / "data", args.files, args.ranks)
+        with sr.slow_tier(dirs[slow], work / "slow") as mnt:
+            where = [str(d) for d in dirs[:slow]] + [str(mnt)]
             for r in range(args.rounds):
                 for s in scenarios if r % 2 == 0 else scenarios[::-1]:
                     x = one_round(sr, work, where, fast, r, args, s == "parallel", env)
@@ -158,13 +202,13 @@ def main(argv=None) -> int:
                     print(f"round {r + 1}/{args.rounds} {s}: saved {x['achieved']:.2f} s of {x['predicted']:.2f} s "
                           f"predicted", file=sys.stderr, flush=True)
     finally:
+        loaded = load.stop()
         shutil.rmtree(work, ignore_errors=True)
         if not args.fast_tier:
             shutil.rmtree(fast, ignore_errors=True)
-    print(f"slow-rank scenario: {sr.RANKS} ranks, rank {sr.SLOW_RANK}'s {args.files} files on the slow tier "
-          f"({sr.META_LATENCY * 1e3:.0f} ms a metadata call, {sr.READ_LATENCY * 1e3:.0f} ms a read), {args.epochs} "
-          f"epochs; fast tier {args.fast_tier or '/dev/shm'}, --capacity {args.capacity}; load average "
-          f"{os.getloadavg()[0]:.1f} at the end")
+    print(f"slow-rank scenario: {args.ranks} ranks on {os.cpu_count()} cores, rank {slow}'s {args.files} files on "
+          f"the slow tier ({sr.META_LATENCY * 1e3:.0f} ms a metadata call, {sr.READ_LATENCY * 1e3:.0f} ms a read), "
+          f"{args.epochs} epochs; fast tier {args.fast_tier or '/dev/shm'}, --capacity {args.capacity}; {loaded}")
     for s in scenarios:
         print("\n".join(summary(f"map {'with num_parallel_calls=AUTOTUNE' if s == 'parallel' else 'plain'}",
                                 results[s])))

@@ -1,7 +1,7 @@
-"""The slow-rank scenario of issue 29: four ranks under `mpirun`, each
-training a small Keras model for a few epochs on its own files through a
-tf.data map that reads and decodes each file; rank 3's files sit on the
-slow FUSE tier (case_studies/slowfs.c: 4 ms per metadata call, 3 ms per
+"""The slow-rank scenario of issue 29: four ranks (or any number: the
+last is the slow one) under `mpirun`, each training a small Keras model for
+a few epochs on its own files through a tf.data map that reads and decodes
+each file; rank 3's files sit on the slow FUSE tier (case_studies/slowfs.c: 4 ms per metadata call, 3 ms per
 read), the others' on the local disk. Every rank runs under `tfdarshan
 run` into one session. The pipeline reads its files through
 tfdarshan.staged_paths(), so a re-run after `tfdarshan stage` reads the
@@ -17,7 +17,7 @@ import sys
 from typing import Dict, List, Optional
 
 RANKS = 4
-SLOW_RANK = 3
+SLOW_RANK = 3                               # of RANKS; with other counts, the last rank (slow_rank_of)
 META_LATENCY, READ_LATENCY = 0.004, 0.003     # the slow tier, as in the issue
 FILE_BYTES = 32 * 32 * 3                     # one small image a file, decoded as raw bytes
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -63,10 +63,15 @@ def unavailable() -> Optional[str]:
     return None
 
 
-def make_data(root: pathlib.Path, files: int) -> List[pathlib.Path]:
+def slow_rank_of(ranks: int) -> int:
+    """Which rank reads from the slow tier: the last."""
+    return ranks - 1
+
+
+def make_data(root: pathlib.Path, files: int, ranks: int = RANKS) -> List[pathlib.Path]:
     """Each rank's directory of `files` files of FILE_BYTES random bytes."""
     dirs = []
-    for r in range(RANKS):
+    for r in range(ranks):
         d = root / f"rank{r}"
         d.mkdir(parents=True, exist_ok=True)
         for i in range(files):
@@ -86,14 +91,15 @@ def slow_tier(backing: pathlib.Path, mountpoint: pathlib.Path):
 
 def run_job(script: pathlib.Path, logdir: pathlib.Path, dirs: List[str], *, epochs: int = 3, parallel: bool = False,
             staging_map: Optional[pathlib.Path] = None, timeout: float = 900) -> pathlib.Path:
-    """One run of the job under `mpirun -np 4 tfdarshan run`; its session directory."""
+    """One run of the job under `mpirun -np N tfdarshan run`, a rank for each
+    of `dirs` (rank r reads dirs[r]); its session directory."""
     if not script.exists():
         script.write_text(SCRIPT)
     env = {**os.environ, **MPI_ENV, "PYTHONWARNINGS": "ignore"}
     if staging_map is not None:
         env["TFDARSHAN_STAGING_MAP"] = str(staging_map)
     before = set(logdir.glob("plugins/tfdarshan/*/"))
-    p = subprocess.run(["mpirun", "-np", str(RANKS), sys.executable, "-m", "tfdarshan", "run", "--logdir", str(logdir),
+    p = subprocess.run(["mpirun", "-np", str(len(dirs)), sys.executable, "-m", "tfdarshan", "run", "--logdir", str(logdir),
                         str(script), *map(str, dirs), str(epochs), "parallel" if parallel else "plain"],
                        env=env, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:

@@ -211,7 +211,7 @@ class IOPlugin(base_plugin.TBPlugin):
                 return
             self._load(session, None)
         except Exception as e:      # the request that asks for it says what is wrong
-            log.info("could not read the newest session ahead: %s", str(e).splitlines()[0] if str(e)
+            logger.info("could not read the newest session ahead: %s", str(e).splitlines()[0] if str(e)
                      else type(e).__name__)
 
     def _recommend_target(self, session):

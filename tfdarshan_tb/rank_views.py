@@ -56,7 +56,8 @@ def summary(d: RankSessionData) -> Dict:
            "folded_files": 0, "trace_dropped": 0,
            # beyond Darshan's counters, as a one-process session shows them
            "copy_bytes": K.copied_bytes_of_table(d.files),      # each copy once
-           "mmap_bytes": int(d.files["mmap_bytes"].sum())}
+           **(views.mapped_bytes(d.files["path"], d.files["mmap_bytes"]) if len(d.files)
+              else {"mmap_bytes": 0, "runtime_mmap_bytes": 0})}
     out = {k: views._clean(v) for k, v in out.items()}
     out["labels"] = views.time_labels(input_wait.SUM_OVER_RANKS)
     out["input_label"] = views.input_label(len(r)).replace("processes", "ranks")

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
+from tfdarshan.advice import training_input as TI
 from tfdarshan.capture import kernel_io as K, mounts as M, served as SV
 from tfdarshan.advice.compare import served_label
 from tfdarshan.measures import input_wait
@@ -99,8 +100,9 @@ def summary(d: SessionData) -> Dict:
     # beyond Darshan's counters (kernel_io.py): totals, and the files, named with how they were read
     beyond = K.per_file(snap.extra)
     e = snap.extra
+    mapped = mapped_bytes(e["path"], e["MMAP_BYTES"]) if len(e) else {"mmap_bytes": 0, "runtime_mmap_bytes": 0}
     out.update(copy_bytes=K.copied_bytes(e),           # each copy once, though it is on both its files' rows
-               mmap_bytes=int(e["MMAP_BYTES"].sum()) if len(e) else 0,
+               **mapped,
                kernel_io_files=[{"path": display_path(r.path), "how": r.how} for r in beyond.head(20).itertuples()])
     out = {k: _clean(v) for k, v in out.items()}
     out["labels"] = time_labels(input_wait.SUM_OVER_PROCESSES if len(d.hosts) > 1 else None)
@@ -243,6 +245,15 @@ def verdict(d: SessionData, width: Optional[int] = None) -> Dict:
                compute=[_clean(max(x, 0.0)) for x in rest], cut_by_window_end=cut.tolist(),
                share=_clean(input_wait.series_share(d.steps)))
     return cut_to_width(out, width, VERDICT_SERIES, ["cut_by_window_end"])
+
+
+def mapped_bytes(paths: pd.Series, mmap_bytes: pd.Series) -> Dict[str, int]:
+    """Bytes read through mmap, the data's apart from the MPI runtime's own
+    shared memory (training_input.RUNTIME: mapped, not data), as the
+    advice and `analyze` tell them apart."""
+    runtime = TI.reasons(paths) == TI.RUNTIME
+    v = mmap_bytes.to_numpy(np.int64)
+    return {"mmap_bytes": int(v[~runtime].sum()), "runtime_mmap_bytes": int(v[runtime].sum())}
 
 
 # the verdict's and the step chart's per-step series (steps, flags and notes aside)

@@ -145,3 +145,37 @@ def test_stage_needs_a_node_of_the_manifest(session, env, fast, tmp_path):
     bad = tfd("stage", plain, "--node", "node-a", env=env)
     assert bad.returncode == 2 and "no per-node part" in bad.stderr, bad.stderr
     assert not list(pathlib.Path(fast).rglob("*.bin"))
+
+
+def test_node_savings_leave_out_files_gone_since_the_run(session, env, fast, tmp_path):
+    """A file renamed away since the run cannot be staged: the manifest names
+    it as vanished, and no node's predicted saving counts it. Every file of
+    node-a's plan is moved away, so node-a's saving is nothing at all."""
+    logdir = session.parents[2]
+    plan = tfd("recommend", logdir, "--per-node", "--fast-tier", fast, "--capacity", f"{CAPACITY}B", "--format",
+               "json", env=env)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    nodes = json.loads(plan.stdout)["nodes"]
+    gone = sorted(nodes["node-a"]["files"])
+    assert gone and nodes["node-a"]["saving"] > 0
+    away = tmp_path / "away"
+    away.mkdir()
+    try:
+        for p in gone:
+            shutil.move(p, away / pathlib.Path(p).name)
+        manifest = tmp_path / "stage.json"
+        r = tfd("recommend", logdir, "--per-node", "--fast-tier", fast, "--capacity", f"{CAPACITY}B", "--manifest",
+                manifest, "--format", "json", env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+    finally:
+        for p in gone:
+            shutil.move(away / pathlib.Path(p).name, p)
+    m = json.loads(manifest.read_text())
+    assert sorted(m["vanished"]) == gone
+    savings = m["advice"]["node_savings"]
+    assert savings["node-a"] == 0
+    # node-b keeps what its plan saves, less what the files gone (some may be its too) saved it
+    assert 0 <= savings["node-b"] <= nodes["node-b"]["saving"] + 1e-12
+    if not set(gone) & set(nodes["node-b"]["files"]):
+        assert savings["node-b"] == pytest.approx(nodes["node-b"]["saving"])
+    assert m["advice"]["predicted_saving"] == pytest.approx(sum(savings.values()))

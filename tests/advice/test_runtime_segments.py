@@ -99,3 +99,20 @@ def test_analyze_says_them_apart_from_data_read_through_mmap(job):
     assert not any(m in x for x in listed for m in mapped), listed
     # both ranks map the runtime's segments, and each reads its own shard: no data file is shared
     assert "shared files: none (no data file was read or written by more than one of the 2 ranks)" in lines
+
+
+def test_the_tabs_mmap_card_counts_data_only_and_says_the_runtimes_apart(job):
+    """The card 'read through mmap' adds up the data's mapped bytes only; the
+    runtime's mapped segments are a card of their own. Expected sums from
+    the logs' own rows, split by the test's own list of runtime paths."""
+    s = job["session"]
+    extra = load_snapshot(s).extra
+    runtime = extra["path"].map(lambda x: "vader_segment" in x or "pmix" in x)
+    assert extra.loc[runtime, "MMAP_BYTES"].sum() > 0          # Open MPI mapped its segments
+    q = urllib.parse.urlencode({"run": s.run, "session": s.name})
+    with tensorboard(job["logdir"]) as url:
+        status, _, body = fetch(url, "/data/plugin/tfdarshan/summary?" + q)
+    assert status == 200, body[:300]
+    card = json.loads(body)
+    assert card["mmap_bytes"] == int(extra.loc[~runtime, "MMAP_BYTES"].sum())
+    assert card["runtime_mmap_bytes"] == int(extra.loc[runtime, "MMAP_BYTES"].sum())

@@ -84,3 +84,27 @@ def test_all_of_the_slow_ranks_files_are_staged_on_a_local_disk(job):
     if mount is None or mount.fstype in ("tmpfs", "fuse") or mount.fstype.startswith("fuse."):
         pytest.skip(f"{fast} is not on a local disk here ({mount.fstype if mount else 'no mount'})")
     check(job, recommend(job, fast))
+
+
+def test_recommend_says_its_prediction_assumes_a_core_per_rank(job, tmp_path):
+    """Four ranks on a node of fewer cores: once the slow rank stops waiting
+    it competes with the others for the cores, which the prediction does not
+    model; recommend names the node and says so. Each rank's log records the
+    CPUs it could run on (its affinity) and the node's count."""
+    from tfdarshan import read_darshan_log
+    from tfdarshan.capture import cores
+    logs = sorted(job["session"].glob("*.rank*.darshan"))
+    assert len(logs) == SR.RANKS
+    for log in logs:
+        meta = read_darshan_log(log).meta["job_metadata"]
+        assert int(meta["node_cpus"]) == os.cpu_count()
+        assert cores.parse(meta["cpus"]) <= set(range(os.cpu_count()))
+    if SR.RANKS <= os.cpu_count():
+        pytest.skip(f"this node has {os.cpu_count()} cores: {SR.RANKS} ranks have one each")
+    fast = job["root"] / "local-disk"
+    fast.mkdir(exist_ok=True)
+    advice = recommend(job, fast)
+    [crowded] = advice["job"]["model"]["shared_cores"]
+    assert crowded["ranks"] == SR.RANKS and crowded["cores"] <= os.cpu_count()
+    assert "more ranks than cores" in advice["plans"]["report"]
+    assert f"{SR.RANKS} ranks on {crowded['cores']} core" in advice["plans"]["report"]

@@ -36,7 +36,7 @@ from tfdarshan.advice import training_input as TI
 from tfdarshan.advice.compare import compare_runs  # noqa: F401  (re-exported)
 from tfdarshan.advice.cost_model import file_costs  # noqa: F401  (re-exported)
 from tfdarshan.advice import tfdata_files as TD
-from tfdarshan.measures.human import human_time
+from tfdarshan.measures.human import count, human_time
 from tfdarshan.advice.findings import Finding, as_dicts
 from tfdarshan.advice.knapsack import BLOCK, DP_CELLS, knapsack  # noqa: F401  (re-exported)
 from tfdarshan.advice.knapsack import _exact, _fill_in_order, _greedy  # noqa: F401  (re-exported)
@@ -116,7 +116,7 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
     if not zero_known and tiny >= reads / 2:
         out.append(Finding(
             "INFO", "Half or more of the reads are under 100 bytes, or end-of-file reads",
-            f"{tiny} of {reads} reads moved 100 bytes or less; how many were end-of-file reads that "
+            f"{tiny} of {count(reads, 'read')} moved 100 bytes or less; how many were end-of-file reads that "
             f"returned 0 bytes (cheap, and not worth packing files for) is unknown: this log has neither a "
             f"trace nor tfdarshan's step series.",
             "Profile with tfdarshan (or trace=True) to tell them apart before acting on this.",
@@ -124,7 +124,7 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
     elif data_reads > 0 and tiny - n_zero >= data_reads / 2:
         out.append(Finding(
             "HIGH", "Half or more of the reads are under 100 bytes",
-            f"{tiny - n_zero} of {data_reads} reads that returned data ({100 * (tiny - n_zero) / data_reads:.0f} %) "
+            f"{tiny - n_zero} of {count(data_reads, 'read')} that returned data ({100 * (tiny - n_zero) / data_reads:.0f} %) "
             f"moved 100 bytes or less.",
             "Pack records into larger TFRecord shards, or read in larger pieces.",
             {"reads": data_reads, "under_100": tiny - n_zero}))
@@ -137,7 +137,7 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
                 "their cost is unknown: without a trace their time is not told apart from the data reads'")
         out.append(Finding(
             "WARN" if share is not None and share >= 0.2 else "INFO", "A zero-length read after every file",
-            f"{n_zero} zero-byte reads for {files} files: each file is read to its end and once more "
+            f"{count(n_zero, 'zero-byte read')} for {count(files, 'file')}: each file is read to its end and once more "
             f"(TensorFlow's ReadFile pattern); {cost}.",
             "Many small files pay this once each: pack them into TFRecord shards so one open and one "
             "end-of-file check serve thousands of examples." if share is not None and share >= 0.2 else
@@ -147,7 +147,7 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
     if reads - n_zero > 0 and under_4k - n_zero > (reads - n_zero) / 2:
         out.append(Finding(
             "WARN", "Many small reads",
-            f"mean request {mean_req / 1024:.1f} KiB; {under_4k - n_zero} of {reads - n_zero} non-empty reads "
+            f"mean request {mean_req / 1024:.1f} KiB; {under_4k - n_zero} of {count(reads - n_zero, 'non-empty read')} "
             f"are under 10 KiB.",
             "Read in larger pieces: TFRecordDataset(buffer_size=...) of a few MiB, or larger files.",
             {"mean_request": mean_req}))
@@ -162,7 +162,8 @@ def diagnose(snap: Snapshot, costs: pd.DataFrame, steps: Optional[pd.DataFrame] 
         out.append(Finding(
             "WARN", "Metadata-heavy access",
             f"{100 * meta_time / (read_time + meta_time):.0f} % of I/O time goes to opens, stats and seeks "
-            f"({int(p['POSIX_OPENS'].sum())} opens, {int(p['POSIX_STATS'].sum())} stats for {files} files).",
+            f"({count(int(p['POSIX_OPENS'].sum()), 'open')}, {count(int(p['POSIX_STATS'].sum()), 'stat')} for "
+            f"{count(files, 'file')}).",
             "Fewer, larger files, or a tier with lower open latency (node-local disk, /dev/shm).",
             {"meta_share": meta_time / (read_time + meta_time)}))
     out.extend(reread_finding.findings(snap, costs))
@@ -286,7 +287,7 @@ class Advice:
         # the saving is out of the time the cost model expects now (never more than it)
         s, cur = self.saving(self.chosen), self.expected_time
         lo, hi = self.saving_range(self.chosen)
-        where = (f"Stage {len(self.chosen)} files ({self.bytes(self.chosen) / 2**20:.1f} MiB of a "
+        where = (f"Stage {count(len(self.chosen), 'file')} ({self.bytes(self.chosen) / 2**20:.1f} MiB of a "
                  f"{self.capacity / 2**20:.1f} MiB budget) on {self.fast_tier.label}")
         io = (f"input I/O time {human_time(cur)} -> {human_time(cur - s)} ({100 * s / cur if cur else 0:.0f} % "
               f"less; saving {human_time(s)}, 95 % range {human_time(lo)}-{human_time(hi)}, confidence "

@@ -25,7 +25,7 @@ from tfdarshan.advice import tiers as T
 from tfdarshan.advice.findings import Finding
 from tfdarshan.capture.arrow_text import arrow_paths
 from tfdarshan.capture.snapshot import Snapshot
-from tfdarshan.measures.human import human_time
+from tfdarshan.measures.human import count, human_time
 
 _TEMP = r"(\.tempstate\d+|\.tmp\w*)?$"
 CHECKPOINT_NAME = re.compile(
@@ -120,7 +120,7 @@ def findings(snap: Snapshot, fast: Optional[T.Tier] = None, steps: Optional[pd.D
     how = "unknown (no step series)" if blocking is None else \
         f"{100 * blocking:.0f} % of the write time lengthened the steps it fell in"
     slow = fast is None or not fast.bandwidth or bw < fast.bandwidth / 4
-    modules = ", ".join(f"{m} {int(g['writes'].sum())} writes of {g['bytes'].sum() / max(g['writes'].sum(), 1) / 2**20:.1f} MiB"
+    modules = ", ".join(f"{m} {count(int(g['writes'].sum()), 'write')} of {g['bytes'].sum() / max(g['writes'].sum(), 1) / 2**20:.1f} MiB"
                         for m, g in io.groupby("module") if g["writes"].sum() > 0)
     evidence = {"seconds": seconds, "share": share, "bytes": nbytes, "writes": nwrites, "fsyncs": nsync,
                 "write_bandwidth": bw, "files": int(io["path"].nunique()), "blocking_share": blocking}
@@ -129,12 +129,12 @@ def findings(snap: Snapshot, fast: Optional[T.Tier] = None, steps: Optional[pd.D
         out.append(Finding(
             "HIGH" if share >= 0.2 else "WARN", f"Checkpoint writes take {100 * share:.0f} % of training time",
             f"{human_time(seconds)} of {human_time(window)} went to writing {nbytes / 2**20:.0f} MiB of "
-            f"checkpoints to {io['path'].nunique()} files ({modules}) at {bw / 2**20:.0f} MiB/s; {how}.",
+            f"checkpoints to {count(io['path'].nunique(), 'file')} ({modules}) at {bw / 2**20:.0f} MiB/s; {how}.",
             "Checkpoint less often, or write to a fast tier and drain asynchronously (next finding).", evidence))
     if nsync and slow and synchronous:
         out.append(Finding(
             "WARN", "Synchronous fsync on a slow tier",
-            f"{nsync} fsync/fdatasync calls on checkpoint files written at {bw / 2**20:.0f} MiB/s; "
+            f"{count(nsync, 'fsync/fdatasync call')} on checkpoint files written at {bw / 2**20:.0f} MiB/s; "
             f"training waits until every byte is on the slow tier ({how}).",
             "Make the checkpoint durable on the slow tier from a background thread, after training has "
             "moved on (next finding).", evidence))

@@ -79,10 +79,11 @@ def compare_wall(before: Dict, after: Dict) -> Dict:
 
 
 def compare_job(steps_before: Optional[pd.DataFrame], steps_after: Optional[pd.DataFrame],
-                predicted: Optional[float], mode: Optional[str] = None) -> Dict:
+                predicted: Optional[float], mode: Optional[str] = None, shared_cores=()) -> Dict:
     """The job time before and after by job_time.py's rule (the plan's mode,
     else BEFORE's, for both runs), the saving achieved, the one predicted
-    and their ratio."""
+    and their ratio; shared_cores: the plan's nodes with more ranks than
+    cores (job_time.shared_cores), where the prediction may be optimistic."""
     empty = pd.DataFrame()
     b = job_time.measured(steps_before if steps_before is not None else empty, mode)
     a = job_time.measured(steps_after if steps_after is not None else empty, b["mode"])
@@ -90,7 +91,8 @@ def compare_job(steps_before: Optional[pd.DataFrame], steps_after: Optional[pd.D
     predicted = float(predicted) if predicted is not None else None
     return {"mode": b["mode"], "before": b["job_time"], "after": a["job_time"], "achieved": achieved,
             "predicted": predicted,
-            "ratio": achieved / predicted if achieved is not None and predicted else None}
+            "ratio": achieved / predicted if achieved is not None and predicted else None,
+            "shared_cores": list(shared_cores or [])}
 
 
 def served_label(s: Dict) -> str:

@@ -167,16 +167,16 @@ def report(plans: Optional[Dict]) -> str:
     if not plans:
         return ""
     from tfdarshan.advice import job_time
-    from tfdarshan.measures.human import human_bytes, human_time
+    from tfdarshan.measures.human import count, human_bytes, human_time
     cp, m = plans["critical_path"], plans["model"]
     chosen = "critical-path" if plans["objective"] == "critical-path" else "total"
 
     def one(f: Dict) -> str:
-        return (f"{f['files']} files, {human_bytes(f['bytes'])}, saves {human_time(f['job_saving'])} of job time "
+        return (f"{count(f['files'], 'file')}, {human_bytes(f['bytes'])}, saves {human_time(f['job_saving'])} of job time "
                 f"({human_time(f['summed_saving'])} of I/O time summed over ranks)")
     rules = plans.get("rules", {})
-    lines = [f"Planned for a job of {plans['ranks']} ranks (--objective {chosen}): "
-             f"{job_time.MODES[m['mode']]}; {human_time(plans['job_time'])} over {plans['steps']} steps now, with "
+    lines = [f"Planned for a job of {count(plans['ranks'], 'rank')} (--objective {chosen}): "
+             f"{job_time.MODES[m['mode']]}; {human_time(plans['job_time'])} over {count(plans['steps'], 'step')} now, with "
              f"{job_time.WAITED[m['mode']]} {human_time(m['slowest_wait'])} ({m['bound']}).",
              f"Critical-path plan (the shortest job): {one(cp)}."]
     lines += [f"Rule {RULES.get(name, name)!r}: {one(f)}." for name, f in rules.items()]

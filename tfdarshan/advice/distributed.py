@@ -12,7 +12,7 @@ import pandas as pd
 
 from tfdarshan.advice import tiers as T
 from tfdarshan.advice.findings import Finding
-from tfdarshan.measures.human import human_bytes, percent
+from tfdarshan.measures.human import count, human_bytes, percent
 from tfdarshan.capture import mounts as M
 from tfdarshan.measures import input_wait as W
 from tfdarshan.measures.time_in_calls import FILE_TIME, file_time
@@ -124,9 +124,9 @@ def hot_spot(files: pd.DataFrame, n_ranks: int) -> Optional[Finding]:
     share = float(top[FILE_TIME]) / total
     return Finding(
         "HIGH" if share >= 0.25 else "WARN", "A file most ranks read (shared-file hot spot)",
-        f"{top['path']} is read by {int(top['ranks'])} of {n_ranks} ranks: {human_bytes(top['bytes_read'])} in "
+        f"{top['path']} is read by {int(top['ranks'])} of {count(n_ranks, 'rank')}: {human_bytes(top['bytes_read'])} in "
         f"all, {percent(share, 0)} of the job's time in file calls"
-        + (f"; {len(hot) - 1} more files are read this widely" if len(hot) > 1 else "") + ".",
+        + (f"; {count(len(hot) - 1, 'more file')} {'is' if len(hot) == 2 else 'are'} read this widely" if len(hot) > 1 else "") + ".",
         "Every rank pulls it from the same storage at once: copy it once to each node's local tier "
         "(tfdarshan recommend --per-node puts it in every node's plan), or read it once per node and share it.",
         {"path": str(top["path"]), "ranks": int(top["ranks"]), "of_ranks": n_ranks,
@@ -168,7 +168,7 @@ def storms(ranks: pd.DataFrame, rank_mounts: pd.DataFrame, tiers: Sequence[T.Tie
         by_host = g.groupby("host")["rate"].sum()
         demand = float(g["rate"].sum()) if shared else float(by_host.max())
         where = f"all {g['rank'].nunique()} ranks together" if shared else \
-            f"the {int((g['host'] == by_host.idxmax()).sum())} ranks of node {by_host.idxmax()}"
+            f"the {count(int((g['host'] == by_host.idxmax()).sum()), 'rank')} of node {by_host.idxmax()}"
         tier = tier_of_mount(mount, tiers)
         rate = (tier.open_rate or (1 / tier.open_latency if tier.open_latency > 0 else 0.0)) if tier else 0.0
         evidence = {"mount": str(mount), "fstype": str(fstype), "shared": shared, "opens_per_second": demand,

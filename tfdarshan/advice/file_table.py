@@ -12,7 +12,7 @@ from tfdarshan.capture import mounts as M
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.measures import time_in_calls as T
 from tfdarshan.measures.bandwidth import bandwidth
-from tfdarshan.measures.human import human_bytes, percent
+from tfdarshan.measures.human import count, human_bytes, percent
 
 
 COLUMNS = ["path", "interface", "mount", "bytes_read", "bytes_written", "reads", "writes", "opens", "stats",
@@ -137,10 +137,10 @@ def render_text(table: pd.DataFrame, limit: int = 20, width: int = 60) -> str:
                                   for i, (c, w) in enumerate(zip(cells, widths)))
     lines = [fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
     if len(table) > limit:
-        lines.append(f"... and {len(table) - limit} more files")
+        lines.append(f"... and {count(len(table) - limit, 'more file')}")
     total_read = table["bytes_read"].sum()
     read_seconds = table["read_time"].sum()
-    lines.append(f"{len(table)} files, {human_bytes(total_read)} read in {table['reads'].sum()} reads, "
+    lines.append(f"{count(len(table), 'file')}, {human_bytes(total_read)} read in {count(int(table['reads'].sum()), 'read')}, "
                  f"{read_seconds:.3f} s in reads"
                  + (f" ({bandwidth(total_read, read_seconds) / 2**20:.0f} MiB/s)" if read_seconds > 0 else ""))
     lines.append("mean req and seq count data reads only (not the 0-byte read at a file's end); "

@@ -32,7 +32,8 @@ tells it apart. The other ranks are taken to keep their pace: where ranks
 share a node's cores, a rank that stops waiting competes for them and the
 others slow down (benchmarks/bench_advice.py, four ranks on two cores:
 their training took 1-5 s longer after staging in most rounds), so the
-prediction is then high. Training steps only: the set-up before the first
+prediction is then high: shared_cores names the nodes where the logs say
+so (more ranks than cores), and recommend says it. Training steps only: the set-up before the first
 step and the wind-down after the last are not job time here."""
 from __future__ import annotations
 
@@ -56,6 +57,23 @@ MODES = {OWN_PACE: "ranks run at their own pace: the job lasts as long as its sl
 # what a prediction is at most: the measured wait it rests on
 WAITED = {OWN_PACE: "the slowest rank's measured input wait",
           LOCKSTEP: "the longest measured input wait of any rank, step by step,"}
+
+
+def shared_cores(nodes) -> list:
+    """The nodes (logdir.cores_per_node) that ran more ranks than they had
+    cores: there the others' pace is not their own once a rank stops waiting."""
+    return [n for n in nodes or () if n.get("cores") and n["ranks"] > n["cores"]]
+
+
+def shared_cores_line(crowded) -> str:
+    """What shared_cores means for the prediction, in words ("" for none)."""
+    if not crowded:
+        return ""
+    where = "; ".join(f"{n['node']}: {n['ranks']} ranks on {n['cores']} core{'s' if n['cores'] != 1 else ''}"
+                      for n in crowded[:4]) + (f"; and {len(crowded) - 4} more nodes" if len(crowded) > 4 else "")
+    return (f"This prediction assumes each rank keeps its own pace, but {'a node' if len(crowded) == 1 else 'nodes'} "
+            f"ran more ranks than cores ({where}): a rank that stops waiting for input competes with the others for "
+            f"the cores and slows them, so the prediction may be optimistic.")
 
 
 def step_cells(steps: pd.DataFrame, process: str = "host") -> pd.DataFrame:

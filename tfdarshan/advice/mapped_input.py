@@ -15,7 +15,7 @@ import pandas as pd
 
 from tfdarshan.advice.cost_model import IN_MEMORY
 from tfdarshan.advice.findings import Finding
-from tfdarshan.measures.human import human_bytes
+from tfdarshan.measures.human import count, human_bytes
 from tfdarshan.steps.series import STORAGE_COLUMNS
 
 
@@ -70,7 +70,7 @@ def findings(costs: pd.DataFrame) -> List[Finding]:
                    f"it could not be told, and no probe of their tier prices it), so no saving is claimed for them")
     return [Finding(
         "INFO", "Input read through memory maps",
-        f"{len(m)} files were read through mmap: {names}{more}, {human_bytes(int(m['mmap_bytes'].sum()))} "
+        f"{count(len(m), 'file')} {'was' if len(m) == 1 else 'were'} read through mmap: {names}{more}, {human_bytes(int(m['mmap_bytes'].sum()))} "
         f"in all (an estimate from the pages mapped). Page faults are not calls, so no call measured "
         f"their time; " + "; ".join(how) + ".",
         "They are staging candidates like any input file (counted here with their mapped bytes)"

@@ -13,13 +13,15 @@ The sharded plans are each node's optimum, so they save at least as much
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List
+import os
+from typing import Collection, Dict, List
 
+import numpy as np
 import pandas as pd
 
 from tfdarshan.advice import advisor
 from tfdarshan.advice import tiers as T
-from tfdarshan.measures.human import human_bytes, human_time
+from tfdarshan.measures.human import count, human_bytes, human_time
 from tfdarshan.capture.snapshot import Snapshot
 
 
@@ -36,9 +38,14 @@ class NodePlans:
         a = self.nodes[host]
         return [a.costs["path"].iat[i] for i in a.chosen]
 
-    def saving(self, host: str) -> float:
+    def saving(self, host: str, without: Collection[str] = ()) -> float:
+        """What host's plan saves its ranks; without: absolute paths left out
+        (files gone since the run, which no node can stage)."""
         a = self.nodes[host]
-        return a.saving(a.chosen)
+        if not without:
+            return a.saving(a.chosen)
+        kept = [i for i in a.chosen if os.path.abspath(a.costs["path"].iat[i]) not in without]
+        return a.saving(np.array(kept, dtype=np.int64))
 
     @property
     def sharded_total(self) -> float:
@@ -58,8 +65,8 @@ class NodePlans:
         c = self.copied()
         s, r = self.sharded_total, self.replicated_total
         return (f"Sharded plans (each node stages what saves its own ranks most): save {human_time(s)} of input "
-                f"I/O time over {len(self.nodes)} nodes, copying {human_bytes(c['sharded'])}. Replicated plan "
-                f"(one set of {len(self.replicated)} files chosen for the whole job, staged on every node): saves "
+                f"I/O time over {count(len(self.nodes), 'node')}, copying {human_bytes(c['sharded'])}. Replicated plan "
+                f"(one set of {count(len(self.replicated), 'file')} chosen for the whole job, staged on every node): saves "
                 f"{human_time(r)}, copying {human_bytes(c['replicated'])}. " + _which_saves_more(s, r))
 
     def to_dict(self) -> Dict:

@@ -154,7 +154,7 @@ def advise(source: str, fast_path: str, *, capacity=None, toml_files: Sequence[s
     if ranked and granularity == "file":
         if step_files is None or not len(step_files):
             steps, step_files = window_series(sess)
-        job_plans(advice, steps, step_files, objective or "critical-path", partial)
+        job_plans(advice, steps, step_files, objective or "critical-path", partial, cores_per_node(sess))
     if src.session_dir is not None and rank_tables is not None:
         advice.findings.extend(rank_findings(rank_tables(src.session_dir), toml_files))
     return Recommendation(advice, src)
@@ -186,10 +186,16 @@ def window_series(session):
     return (pd.DataFrame(steps), pd.concat(files, ignore_index=True)) if steps else (None, None)
 
 
-def job_plans(advice: advisor.Advice, steps, step_files, objective: str, partial=()) -> None:
+def cores_per_node(session) -> List[Dict]:
+    from tfdarshan.logs.logdir import cores_per_node as of_session
+    return of_session(session)
+
+
+def job_plans(advice: advisor.Advice, steps, step_files, objective: str, partial=(), nodes=()) -> None:
     """A multi-rank session: the critical-path plan and the rules' plans in
     job time (critical_path.py, job_time.py), the objective's staged; ranks
-    whose logs are partial are in, and named."""
+    whose logs are partial are in, and named; nodes (cores_per_node) that
+    ran more ranks than cores are named with what that does to the prediction."""
     from tfdarshan.advice import critical_path as CP
     if step_files is None or step_files.empty or steps is None or steps.empty:
         return
@@ -208,6 +214,10 @@ def job_plans(advice: advisor.Advice, steps, step_files, objective: str, partial
         plans["report"] += (f" {_names(partial)} {'is' if len(partial) == 1 else 'are'} counted as far as "
                             f"recorded (partial: killed before writing {'its' if len(partial) == 1 else 'their'} "
                             f"log{'s' if len(partial) > 1 else ''}).")
+    crowded = job_time.shared_cores(nodes)
+    if crowded:
+        plans["model"]["shared_cores"] = crowded
+        plans["report"] += "\n" + job_time.shared_cores_line(crowded)
     advice.plans = plans
     advice.job = {"model": plans["model"], "savings": {"chosen": plans["job_saving"],
                                                         **{k: v["job_saving"] for k, v in plans["rules"].items()}}}
@@ -268,11 +278,14 @@ def per_node(source: str, fast_path: str, *, capacity=None, toml_files: Sequence
 
 
 def node_manifest(plans, root: str, source: str, session_dir, *, progress: bool = False) -> Dict:
-    """One manifest with a part per node (`tfdarshan stage --node`)."""
+    """One manifest with a part per node (`tfdarshan stage --node`), with the
+    prediction for what it stages (not for files gone since the run)."""
     from tfdarshan.advice.manifest import make_node_manifest
     manifest = make_node_manifest({h: plans.paths(h) for h in plans.nodes}, root, progress=progress)
-    manifest["advice"] = {"predicted_saving": plans.sharded_total, "source": str(source),
-                          "session": str(session_dir), "node_savings": {h: plans.saving(h) for h in plans.nodes}}
+    gone = set(manifest["vanished"])
+    savings = {h: plans.saving(h, without=gone) for h in plans.nodes}
+    manifest["advice"] = {"predicted_saving": sum(savings.values()), "source": str(source),
+                          "session": str(session_dir), "node_savings": savings}
     return manifest
 
 
@@ -291,6 +304,7 @@ def compare(before: str, after: str, *, manifest: Optional[str] = None, session:
     advice = m.get("advice") or {}
     r = compare_runs(b.snap, a.snap, mapping, advice.get("predicted_saving"))
     r["wall"] = compare_wall(wall_times(b.snap, b.steps), wall_times(a.snap, a.steps))
-    r["job"] = compare_job(b.steps, a.steps, advice.get("predicted_job_saving"),
-                           (advice.get("job_model") or {}).get("mode"))
+    model = advice.get("job_model") or {}
+    r["job"] = compare_job(b.steps, a.steps, advice.get("predicted_job_saving"), model.get("mode"),
+                           model.get("shared_cores"))
     return r

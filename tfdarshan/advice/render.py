@@ -13,7 +13,7 @@ from tfdarshan.advice import job_time
 from tfdarshan.advice.advisor import Advice
 from tfdarshan.advice.compare import served_label
 from tfdarshan.advice.findings import as_dicts
-from tfdarshan.measures.human import human_bytes, human_time
+from tfdarshan.measures.human import count, human_bytes, human_time
 from tfdarshan.advice.per_node import NodePlans
 
 
@@ -28,7 +28,7 @@ def render_text(a: Advice) -> str:
         lines.append("What to stage (grouped by dataset; each saving is out of the group's I/O time as the cost "
                      "model expects it, with the measured time beside it):")
         for r in sel.itertuples():
-            lines.append(f"  {r.name}: {r.files} of {r.of_files} files, {human_bytes(r.bytes)}, "
+            lines.append(f"  {r.name}: {r.files} of {count(r.of_files, 'file')}, {human_bytes(r.bytes)}, "
                          f"saves {human_time(r.saving)} of {human_time(r.expected_time)} "
                          f"(measured {human_time(r.current_time)})")
     else:
@@ -53,7 +53,7 @@ def rules_text(a: Advice) -> list:
     def row(label, idx, key):
         saved = f"saves {human_time(job[key])} of job time ({human_time(a.saving(idx))} summed)" if job \
             else f"saves {human_time(a.saving(idx))}"
-        return f"  {label}: {len(idx)} files, {human_bytes(a.bytes(idx))}, {saved}"
+        return f"  {label}: {count(len(idx), 'file')}, {human_bytes(a.bytes(idx))}, {saved}"
     for name, label in RULE_LABELS:
         lines.append(row(label, a.baselines[name], name))
     lines.append(row("this recommendation", a.chosen, "chosen"))
@@ -96,7 +96,7 @@ def render_node_plans(p: NodePlans, findings=()) -> str:
     """Per-node plans as text: one line a node, then sharded against replicated."""
     lines = [f"Per-node staging plans on {p.fast_tier.label}:"]
     for h, a in p.nodes.items():
-        lines.append(f"  {h} ({p.ranks.get(h, 0)} ranks): stage {len(a.chosen)} files, "
+        lines.append(f"  {h} ({count(p.ranks.get(h, 0), 'rank')}): stage {count(len(a.chosen), 'file')}, "
                      f"{human_bytes(a.bytes(a.chosen))} of {human_bytes(p.capacity[h])}; saves "
                      f"{human_time(p.saving(h))} of {human_time(a.current_time)} (replicated plan: "
                      f"{human_time(p.replicated_saving[h])})")
@@ -177,7 +177,7 @@ def compare_text(r) -> str:
              if r["predicted_saving"] is not None else "the manifest holds no prediction")
     lines.append(f"staged files' I/O time, summed over threads and ranks (it can exceed the wall time it overlaps): "
                  f"{human_time(r['before_time'])} before, {human_time(r['after_time'])} after "
-                 f"({r['copies_read']} of {r['staged_files']} copies read); saved {human_time(r['achieved_saving'])}, "
+                 f"({r['copies_read']} of {count(r['staged_files'], 'copy', 'copies')} read); saved {human_time(r['achieved_saving'])}, "
                  f"{ratio}; input bandwidth {r['bandwidth_before'] / 2**20:.0f} -> {r['bandwidth_after'] / 2**20:.0f} MiB/s")
     if r["served"]["staged"] is not None:
         lines.append(served_label(r["served"]))
@@ -191,5 +191,6 @@ def job_text(j) -> str:
     said = (f"predicted {human_time(j['predicted'])}; achieved/predicted {j['ratio']:.2f}" if j["ratio"] is not None
             else f"predicted {human_time(j['predicted'])}" if j["predicted"] is not None
             else "the manifest holds no job-time prediction (planned without step series)")
+    crowded = job_time.shared_cores_line(j.get("shared_cores"))
     return (f"job time {human_time(j['before'])} -> {human_time(j['after'])}: saved {human_time(j['achieved'])}, "
-            f"{said} ({job_time.MODES[j['mode']]})")
+            f"{said} ({job_time.MODES[j['mode']]})" + (f". {crowded}" if crowded else ""))

@@ -13,7 +13,7 @@ import pandas as pd
 from tfdarshan.advice import tfdata_files as TD
 from tfdarshan.advice.findings import Finding
 from tfdarshan.capture.snapshot import Snapshot
-from tfdarshan.measures.human import human_bytes
+from tfdarshan.measures.human import count, human_bytes
 
 
 def findings(snap: Snapshot, costs: pd.DataFrame) -> List[Finding]:
@@ -34,7 +34,7 @@ def findings(snap: Snapshot, costs: pd.DataFrame) -> List[Finding]:
     counts = pd.Series(times[reread]).value_counts().sort_index()
     said = "; ".join(f"{n} {'was' if n == 1 else 'were'} read {k} times in full" for k, n in counts.head(3).items())
     more = f"; {int(counts.iloc[3:].sum())} more, more often" if len(counts) > 3 else ""
-    facts = (f"of {len(costs)} files, {said}{more}; all input is {human_bytes(total)} and "
+    facts = (f"of {count(len(costs), 'file')}, {said}{more}; all input is {human_bytes(total)} and "
              f"{human_bytes(avail)} of memory is free")
     evidence = {"dataset_bytes": total, "memory_available": avail}
     if not len(own):
@@ -48,7 +48,7 @@ def findings(snap: Snapshot, costs: pd.DataFrame) -> List[Finding]:
                                                               else "")) if caches else "snapshot()"
     return [_finding(
         "The data is read again every epoch, though the pipeline caches",
-        f"{facts}. The pipeline already caches ({what}: {len(own)} files of tf.data's own read), yet the "
+        f"{facts}. The pipeline already caches ({what}: {count(len(own), 'file')} of tf.data's own read), yet the "
         f"input is read again every epoch: the cache does not serve these reads.",
         "Place the cache after the read and decode steps and before shuffle, take() and batch(), and read it "
         "to its end each epoch: tf.data throws away a cache that an iterator left unfinished (steps_per_epoch "

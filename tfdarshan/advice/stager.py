@@ -26,6 +26,7 @@ from tfdarshan.advice.manifest import (CHUNK, FORMAT, _bar, _load_json, _write_j
                                        destination_for, load_manifest, make_manifest, make_node_manifest,
                                        node_part, sha256_of, vanished_line)
 from tfdarshan.errors import TfdarshanError
+from tfdarshan.measures.human import count
 
 FLUSH_SECONDS = 1.0
 STAGED_MANIFEST = "staged.manifest.json"    # beside the session whose advice was staged
@@ -81,7 +82,7 @@ def stage(manifest_path, *, progress: bool = True, node: Optional[str] = None) -
         root_id = (st.st_dev, st.st_ino)
         free = shutil.disk_usage(root).free
         if need > free:
-            raise TfdarshanError(f"{root}: needs {need / 2**20:.1f} MiB free for {len(todo)} files, "
+            raise TfdarshanError(f"{root}: needs {need / 2**20:.1f} MiB free for {count(len(todo), 'file')}, "
                                  f"has {free / 2**20:.1f} MiB; nothing copied")
     bar = _bar(need, "staging", progress)
     unrecorded: Dict[str, str] = {}     # staged since the last flush: source -> copy

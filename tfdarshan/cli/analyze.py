@@ -10,6 +10,7 @@ import sys
 
 from tfdarshan.cli import path_arg
 from tfdarshan.errors import TfdarshanError
+from tfdarshan.measures.human import count
 
 
 def add_parser(sub) -> None:
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     partial = list(ranks[ranks["partial"]]["log"])
     left_out = (f", {len(r['skipped'])} unreadable skipped" if r["skipped"] else "") + \
         (f", {len(partial)} partial ({', '.join(partial[:10])}: {live_log.WHY})" if partial else "")
-    print(f"analyzed {r['ranks']} logs{left_out} in {session_dir} ({r['where']}): {len(files)} files; tables in "
+    print(f"analyzed {count(r['ranks'], 'log')}{left_out} in {session_dir} ({r['where']}): {count(len(files), 'file')}; tables in "
           f"{session_dir / 'analysis'}")
     waits = ranks.dropna(subset=[W.RANK_SHARE])
     if len(waits):
@@ -96,7 +97,7 @@ def _print_kernel_files(files) -> None:
     runtime = TI.reasons(k["path"]) == TI.RUNTIME if len(k) else []
     if len(k) and runtime.any():
         r = k[runtime]
-        print(f"the MPI runtime's own shared memory (Open MPI, PMIx), mapped, not data: {len(r)} files, "
+        print(f"the MPI runtime's own shared memory (Open MPI, PMIx), mapped, not data: {count(len(r), 'file')}, "
               f"~{K.describe_bytes(int(r['mmap_bytes'].sum()))} summed over ranks")
         k = k[~runtime]
     if k.empty:
@@ -104,6 +105,6 @@ def _print_kernel_files(files) -> None:
     shaped = pd.DataFrame({"path": k["path"], "bytes_read": k["copy_bytes_read"] + k["mmap_bytes"],
                            "bytes_written": k["copy_bytes_written"], "mmap_bytes": k["mmap_bytes"],
                            "how": K.how_of_table(k)})
-    print(f"beyond Darshan's counters (kernel-side copies, mmap), summed over ranks: {len(k)} files")
+    print(f"beyond Darshan's counters (kernel-side copies, mmap), summed over ranks: {count(len(k), 'file')}")
     for line in K.describe(shaped.sort_values(["bytes_read", "bytes_written"], ascending=False, kind="stable")):
         print(f"  {line}")

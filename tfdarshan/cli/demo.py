@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
     import tfdarshan  # noqa: F401  (importing it hooks the TensorFlow profiler)
     from tfdarshan.advice import file_table as report
-    from tfdarshan.measures.human import human_bytes
+    from tfdarshan.measures.human import count, human_bytes
     from tfdarshan.measures.time_in_calls import input_io_time
     from tfdarshan.logs.logdir import find_sessions, load_snapshot, load_steps
     from tfdarshan.steps.series import NOT_STEPS
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     model = build_model()
     model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     first, last = 2, args.steps - 1
-    print(f"training {args.steps} steps; the Keras TensorBoard callback profiles steps {first}-{last}")
+    print(f"training {count(args.steps, 'step')}; the Keras TensorBoard callback profiles steps {first}-{last}")
     t0 = time.perf_counter()
     # (the pipeline shuffles: Keras' own shuffle would only warn that it is ignored for a dataset)
     model.fit(build_pipeline(paths, args.batch), steps_per_epoch=args.steps, epochs=1, verbose=0, shuffle=False,
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     for r in steps.itertuples():
         io = input_io_time(r._asdict())
         name = f"step {r.step}" if r.step >= 0 else NOT_STEPS.get(r.step, f"entry {r.step}")
-        print(f"  {name}: {human_bytes(r.bytes_read)} in {r.reads} reads from {r.files} files, "
+        print(f"  {name}: {human_bytes(r.bytes_read)} in {count(r.reads, 'read')} from {count(r.files, 'file')}, "
               f"{io * 1e3:.1f} ms in reads and metadata calls, took {(r.end - r.start) * 1e3:.1f} ms")
     print("\nper-file table of the profiled steps (busiest first):")
     print(report.render_text(report.file_table(snap), limit=10))

@@ -13,6 +13,7 @@ import sys
 from tfdarshan.cli import path_arg
 from tfdarshan.cli.progress import StageProgress
 from tfdarshan.errors import TfdarshanError
+from tfdarshan.measures.human import count
 
 # what each stage of writing the job log reads (logs/joblog_stream.py)
 STAGE_LABELS = {"names": "names and job records", "POSIX": "POSIX records", "STDIO": "STDIO records",
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                      f"{'their logs' if many else 'its log'}: counted up to {'their' if many else 'its'} last collect")
     if skipped:
         notes.append(f"{skipped} unreadable rank log{'s' if skipped > 1 else ''} skipped: {skipping.names(skipped_logs)}")
-    print(f"wrote {written}: {len(logs) - skipped} of {size} ranks" + (f" ({'; '.join(notes)})" if notes else ""))
+    print(f"wrote {written}: {len(logs) - skipped} of {count(size, 'rank')}" + (f" ({'; '.join(notes)})" if notes else ""))
     return 0
 
 

@@ -9,6 +9,7 @@ import json
 
 from tfdarshan.cli import path_arg
 from tfdarshan.errors import TfdarshanError
+from tfdarshan.measures.human import count
 
 
 def add_parser(sub) -> None:
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
             lo_hi = tier.range_of(field)
             value = f"{getattr(tier, field) * scale:.{digits}f} {unit}"
             return value + (f" ({lo_hi[0] * scale:.{digits}f}–{lo_hi[1] * scale:.{digits}f})" if lo_hi else "")
-        print(f"{tier.label}, medians of {args.repeats} runs (lowest–highest): "
+        print(f"{tier.label}, {'medians of ' if args.repeats != 1 else ''}{count(args.repeats, 'run')} (lowest–highest): "
               f"open {figure('open_latency', 1e6, 'µs', 1)}, stat {figure('stat_latency', 1e6, 'µs', 1)}, "
               f"{figure('open_rate', 1e-3, 'k opens/s', 0)} with {tiers.OPENERS} openers, "
               f"read request {figure('read_latency', 1e6, 'µs', 1)} + {figure('bandwidth', 2**-20, 'MiB/s', 0)}, "

@@ -29,6 +29,7 @@ import sys
 
 from tfdarshan.cli import path_arg
 from tfdarshan.errors import TfdarshanError
+from tfdarshan.measures.human import count
 
 
 def add_parser(sub) -> None:
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         pathlib.Path(args.manifest).write_text(json.dumps(manifest, indent=1))
         if manifest["vanished"]:
             say(vanished_line(manifest))
-        print(f"wrote the staging manifest {args.manifest} ({len(manifest['entries'])} files)", file=sys.stderr)
+        print(f"wrote the staging manifest {args.manifest} ({count(len(manifest['entries']), 'file')})", file=sys.stderr)
     if rec.source.picked:
         say(f"read {rec.source.picked}")
     return 0
@@ -160,8 +161,8 @@ def per_node(args: argparse.Namespace, capacity) -> int:
         if manifest["vanished"]:
             say(vanished_line(manifest))
         pathlib.Path(args.manifest).write_text(json.dumps(manifest, indent=1))
-        print(f"wrote the staging manifest {args.manifest} ({len(manifest['entries'])} files for "
-              f"{len(plans.nodes)} nodes; each node runs `tfdarshan stage {args.manifest}`)", file=sys.stderr)
+        print(f"wrote the staging manifest {args.manifest} ({count(len(manifest['entries']), 'file')} for "
+              f"{count(len(plans.nodes), 'node')}; each node runs `tfdarshan stage {args.manifest}`)", file=sys.stderr)
     return 0
 
 

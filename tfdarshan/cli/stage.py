@@ -25,8 +25,9 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from tfdarshan.advice.stager import stage, staging_map_path
     from tfdarshan.capture.served import held_path
+    from tfdarshan.measures.human import count
     r = stage(args.manifest, progress=not args.quiet and sys.stderr.isatty(), node=args.node)
-    print(f"staged {len(r.staged)} files, {len(r.skipped)} already staged, {len(r.failed)} failed; "
+    print(f"staged {count(len(r.staged), 'file')}, {len(r.skipped)} already staged, {len(r.failed)} failed; "
           f"map: {staging_map_path()}; this host's copies: {held_path()}")
     for e, why in r.failed:
         print(f"tfdarshan stage: {one_line(e['source'])}: {one_line(why)}", file=sys.stderr)

@@ -119,6 +119,37 @@ def partial_logs(session: Session, hosts: Optional[List[str]] = None) -> List[Di
     return out
 
 
+def cores_per_node(session: Session) -> List[Dict]:
+    """Per node of the session's ranks, how many ranks ran there and on how
+    many cores: {"node", "ranks", "cores"}, the cores the union of the
+    ranks' recorded affinities (else the node's count; None when no log
+    says). Logs without a hostname or whose header cannot be read are left out."""
+    from tfdarshan.capture import cores
+    from tfdarshan.logs.darshan_log import read_job_record
+    nodes: Dict[str, Dict] = {}
+    for h in session.hosts:
+        if ".rank" not in h:
+            continue
+        try:
+            meta = read_job_record(session.directory / f"{h}.darshan")["metadata"]
+        except (TfdarshanError, OSError):
+            continue
+        if not meta.get("hostname"):
+            continue
+        n = nodes.setdefault(meta["hostname"], {"ranks": 0, "cpus": set(), "every_affinity": True, "node_cpus": None})
+        n["ranks"] += 1
+        mine = cores.parse(meta.get("cpus"))
+        if mine is None:
+            n["every_affinity"] = False
+        else:
+            n["cpus"] |= mine
+        if str(meta.get("node_cpus", "")).isdigit():
+            n["node_cpus"] = int(meta["node_cpus"])
+    return [{"node": k, "ranks": v["ranks"],
+             "cores": len(v["cpus"]) if v["every_affinity"] and v["cpus"] else v["node_cpus"]}
+            for k, v in sorted(nodes.items())]
+
+
 def load_snapshot(session: Session, host: Optional[str] = None, stems: Optional[List[str]] = None) -> Snapshot:
     """One host's log, the logs named by `stems` (a node's ranks), or all of
     the session's merged. Of several logs, unreadable ones are skipped and

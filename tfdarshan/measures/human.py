@@ -1,6 +1,7 @@
 """How a figure is written for a person: sizes in binary units, durations
-from microseconds to seconds, shares as percentages. Every report, the
-console table and `analyze` write figures with these."""
+from microseconds to seconds, shares as percentages, counts with their nouns in agreement ("1 file",
+"2 files"). Every report, the console table and `analyze` write figures
+with these."""
 from __future__ import annotations
 
 import math
@@ -37,3 +38,14 @@ def human_time(s: float) -> str:
 def percent(share: Optional[float], digits: int = 1) -> str:
     """A share (0..1) as "12.5 %"; "-" for an unknown one."""
     return "-" if _missing(share) else f"{100 * share:.{digits}f} %"
+
+
+def noun(n: float, singular: str, plural: str = "") -> str:
+    """The noun that agrees with n: "file" for 1, "files" otherwise."""
+    return singular if n == 1 else (plural or singular + "s")
+
+
+def count(n: float, singular: str, plural: str = "") -> str:
+    """n with its noun in agreement, thousands separated: "1 file", "1,024 files"."""
+    shown = f"{int(n):,}" if float(n).is_integer() else f"{n:,}"
+    return f"{shown} {noun(n, singular, plural)}"

@@ -32,6 +32,7 @@ from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import darshan_format, jobdir, joblog, live_series
 from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import session_root
+from tfdarshan.measures.human import count
 from tfdarshan.steps import series
 from tfdarshan.tf import flight_recorder, session as session_mod, steps as S
 
@@ -200,7 +201,7 @@ class WholeRun:
         if s["opens"] or s["stats"]:
             return
         why = "; ".join(f"{n} {reason}" for reason, n in s["not_served"].items())
-        print(f"tfdarshan: {served.describe(self.staged)}: served none of the {_native.staged_loaded()} copies "
+        print(f"tfdarshan: {served.describe(self.staged)}: served none of the {count(_native.staged_loaded(), 'copy', 'copies')} "
               f"this node holds ({why or 'the program opened none of their sources'})", file=sys.stderr)
 
     def _end_live(self) -> None:
@@ -235,7 +236,7 @@ class WholeRun:
                       f"later", file=sys.stderr)
                 return
             if job_log:
-                print(f"tfdarshan: wrote the job log {job_log} ({self.rank.size} ranks)", file=sys.stderr)
+                print(f"tfdarshan: wrote the job log {job_log} ({count(self.rank.size, 'rank')})", file=sys.stderr)
 
     def _write_child(self) -> None:
         os.environ["TFDARSHAN_CHILD"] = "1"

@@ -24,7 +24,7 @@ from typing import Dict, Optional
 
 import pandas as pd
 
-from tfdarshan.capture import _native, config, live, mounts as M, ranks, served
+from tfdarshan.capture import _native, config, cores, live, mounts as M, ranks, served
 from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.snapshot import Snapshot
 from tfdarshan.errors import TfdarshanError
@@ -184,6 +184,7 @@ class ProfileSession:
         rank = None if os.environ.get("TFDARSHAN_CHILD") else ranks.detect()
         if rank:
             meta.update(rank=str(rank.rank), world_size=str(rank.size), job=rank.job, launcher=rank.launcher)
+        meta.update(cores.metadata())           # whether its node's ranks had a core each
         meta.update(metadata or {})
         if snap.meta.get("served"):
             s = served.summary(snap.meta["served"])
@@ -241,6 +242,7 @@ def start_live_log(run_dir: pathlib.Path, source: str):
     rank = None if os.environ.get("TFDARSHAN_CHILD") else ranks.detect()
     if rank:
         meta.update(rank=str(rank.rank), world_size=str(rank.size), job=rank.job, launcher=rank.launcher)
+    meta.update(cores.metadata())
     identity = {"metadata": meta, "jobid": job_id_from_environment(), "exe": " ".join(sys.argv) or sys.executable,
                 "mounts": [[m.point, m.fstype] for m in M.current()]}
     return live.start(run_dir / f"{output_stem(run_dir)}{live.SUFFIX}", identity)

@@ -5,7 +5,7 @@
 // set as text, never parsed as HTML. The page's other modules: util.js
 // (state, helpers), verdict.js (the lead), charts.js, table.js, ranks.js
 // (a many-rank session's rank views).
-import {bytes, el, get, keepChartLibraryCompiled, loadPlotly, pct, rate, seconds, state} from './util.js';
+import {bytes, count, el, get, keepChartLibraryCompiled, loadPlotly, pct, rate, seconds, state} from './util.js';
 import {figures, followSizes} from './charts.js';
 import {verdictFigure, verdictLine} from './verdict.js';
 import {fileTable, showStep} from './table.js';
@@ -262,7 +262,7 @@ async function rankSection(body, Plotly, heat, wait, width) {
     grid.replaceChildren(...figs.map((f, i) => el('div', {}, el('h2', {}, f.title), boxes[i])));
     const end = w.offset + w.ranks.length;
     status.textContent = w.total > w.ranks.length ? `ranks ${w.offset + 1}–${end} of ${w.total} by input wait`
-      : `${w.ranks.length} ranks`;
+      : count(w.ranks.length, 'rank');
     prev.disabled = w.offset === 0;
     next.disabled = end >= w.total;
     await Promise.all(figs.map((f, i) => Plotly.newPlot(boxes[i], f.data, f.layout, {displaylogo: false})));
@@ -323,6 +323,8 @@ function cards(s) {
     ...(s.copy_bytes ? [c('copy_bytes', 'copied by the kernel (copy_file_range, sendfile, splice)',
       bytes(s.copy_bytes))] : []),
     ...(s.mmap_bytes ? [c('mmap_bytes', 'read through mmap (estimate)', `~${bytes(s.mmap_bytes)}`)] : []),
+    ...(s.runtime_mmap_bytes ? [c('runtime_mmap_bytes', 'the MPI runtime\'s own shared memory, mapped: not data',
+      `~${bytes(s.runtime_mmap_bytes)}`)] : []),
     c('files', 'files', String(s.files)),
     c('steps', 'steps', String(s.steps)),
   ];
@@ -348,8 +350,8 @@ function cards(s) {
       + `counted, less ${cov.excluded_bytes == null ? 'an unknown amount' : bytes(cov.excluded_bytes)} excluded by `
       + `design (imports, libraries, system files); unseen: ${bytes(cov.unseen_bytes)}.`);
   }
-  if (s.folded_files) notes.push(`${s.folded_files} files beyond the record cap are counted together.`);
-  if (s.trace_dropped) notes.push(`${s.trace_dropped} trace segments were dropped for lack of memory.`);
+  if (s.folded_files) notes.push(`${count(s.folded_files, 'file')} beyond the record cap ${s.folded_files === 1 ? 'is' : 'are'} counted together.`);
+  if (s.trace_dropped) notes.push(`${count(s.trace_dropped, 'trace segment')} ${s.trace_dropped === 1 ? 'was' : 'were'} dropped for lack of memory.`);
   return notes.length ? el('div', {}, box, el('p', {class: 'muted'}, notes.join(' '))) : box;
 }
 
@@ -412,7 +414,7 @@ function adviceSection(a) {
   box.append(items);
   if ((adv.left_out || []).length) {
     box.append(el('p', {class: 'muted', id: 'tfd-left-out'}, 'Left out (not training input): ' + adv.left_out.map(
-        (x) => `${x.files} file${x.files === 1 ? '' : 's'}, ${bytes(x.bytes)}: ${x.reason}`).join('; ') + '.'));
+        (x) => `${count(x.files, 'file')}, ${bytes(x.bytes)}: ${x.reason}`).join('; ') + '.'));
   }
   const findings = el('ul');
   for (const f of adv.findings || []) {

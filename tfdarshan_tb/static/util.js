@@ -31,6 +31,8 @@ export function bytes(n) {
 }
 export const seconds = (s) => s == null ? '–' : s < 1e-3 ? `${(s * 1e6).toFixed(0)} µs` : s < 1 ? `${(s * 1e3).toFixed(1)} ms` : `${s.toFixed(2)} s`;
 export const rate = (b) => b == null ? '–' : `${bytes(b)}/s`;
+// a count with its noun in agreement: "1 file", "2 files" (measures/human.py's count)
+export const count = (n, one, many = `${one}s`) => `${n.toLocaleString('en-US')} ${n === 1 ? one : many}`;
 export const pct = (x) => x == null ? '–' : `${(100 * x).toFixed(1)} %`;
 
 function query(extra = {}) {
