@@ -37,7 +37,8 @@ static inline void busy_add(busy_now *n, busy_state *b, busy_spans spans, int64_
     int64_t hi = n->hi;
     if (TFD_LIKELY(t1 <= hi + tfd_busy_gap)) {
         n->in += t2 - t1;
-        n->hi = t2 > hi ? t2 : hi;      /* a store either way: no branch to predict */
+        if (t2 > hi)
+            n->hi = t2;
     } else {
         busy_push(n, b, spans, t1, t2);
     }

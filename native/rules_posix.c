@@ -70,11 +70,9 @@ posix_data(tfd_rec *r, void *ahead, int64_t ret, int pflag, int64_t off, int ali
 
     if (trace_enabled())
         trace_append(&u.t->trace, r->index, is_write, this_off, ret, t1, t2, u.epoch);
-    /* added, not branched on: either way is common (a sequential reader's
-     * or a re-reader's), and a branch's history may be gone after the call */
     sum[is_write ? S_SEQ_WRITES : S_SEQ_READS] += this_off > last;
     sum[is_write ? S_CONSEC_WRITES : S_CONSEC_READS] += this_off == last + 1;
-    int64_t stride = (this_off - last - 1) & -(int64_t)((this_off > 0) & (this_off > last) & (last != 0));
+    int64_t stride = (this_off > 0 && this_off > last && last != 0) ? this_off - last - 1 : 0;
     RELAXED_STORE(*last_byte, this_off + ret - 1);
     sum[is_write ? S_BYTES_WRITTEN : S_BYTES_READ] += ret;
     sum[is_write ? S_WRITES : S_READS]++;

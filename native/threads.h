@@ -171,20 +171,15 @@ static inline __attribute__((always_inline)) void end(update *u)
     u->t->seq++;
 }
 
-/* Darshan's extremes, within the current interval. Each is stored
- * whether it changed or not (only the holder writes these lines): a
- * conditional move, not a branch for the predictor to have forgotten by
- * the time a system call returns. */
+/* Darshan's extremes, within the current interval. */
 static inline void ext_max(update *u, int f, int64_t v)
 {
-    int64_t m = u->iext[f];
-    u->iext[f] = m < v ? v : m;
+    if (u->iext[f] < v) u->iext[f] = v;
 }
 
 static inline void ext_first(update *u, int f, int64_t t)
 {
-    int64_t m = u->iext[f];
-    u->iext[f] = (m == 0 || m > t) ? t : m;
+    if (u->iext[f] == 0 || u->iext[f] > t) u->iext[f] = t;
 }
 
 static inline void ext_last(update *u, int f, int64_t t)
@@ -194,10 +189,7 @@ static inline void ext_last(update *u, int f, int64_t t)
 
 static inline void ext_maxtime(update *u, int f_time, int f_size, int64_t d, int64_t size)
 {
-    int64_t m = u->iext[f_time], s = u->iext[f_size];
-    int slower = m < d;
-    u->iext[f_time] = slower ? d : m;
-    u->iext[f_size] = slower ? size : s;
+    if (u->iext[f_time] < d) { u->iext[f_time] = d; u->iext[f_size] = size; }
 }
 
 /* DARSHAN_TIMER_INC_NO_OVERLAP against the record's shared "last end";
@@ -210,9 +202,8 @@ static inline void timer_no_overlap(update *u, int f, int64_t t1, int64_t t2, in
         busy_add(&u->t->busy_now, &u->t->busy, u->t->busy_spans, t1, t2);
     int64_t l = RELAXED_LOAD(*last);
     u->s->sum[f] += (t1 > l) ? (t2 - t1) : (t2 - l);
-    /* (threads racing on a file store their own ends: as arbitrary as the
-     * order Darshan's lock would let them in) */
-    RELAXED_STORE(*last, t2 > l ? t2 : l);
+    if (t2 > l)
+        RELAXED_STORE(*last, t2);
 }
 
 static inline __attribute__((always_inline)) void track_value(tfd_thread *t, values *vs, int64_t v)
