@@ -70,8 +70,10 @@ posix_data(tfd_rec *r, void *ahead, int64_t ret, int pflag, int64_t off, int ali
 
     if (trace_enabled())
         trace_append(&u.t->trace, r->index, is_write, this_off, ret, t1, t2, u.epoch);
-    sum[is_write ? S_SEQ_WRITES : S_SEQ_READS] += this_off > last;
-    sum[is_write ? S_CONSEC_WRITES : S_CONSEC_READS] += this_off == last + 1;
+    if (this_off > last)
+        sum[is_write ? S_SEQ_WRITES : S_SEQ_READS]++;
+    if (this_off == last + 1)
+        sum[is_write ? S_CONSEC_WRITES : S_CONSEC_READS]++;
     int64_t stride = (this_off > 0 && this_off > last && last != 0) ? this_off - last - 1 : 0;
     RELAXED_STORE(*last_byte, this_off + ret - 1);
     sum[is_write ? S_BYTES_WRITTEN : S_BYTES_READ] += ret;

@@ -69,10 +69,14 @@ struct tfd_thread {
     uint32_t seq;               /* odd while inside an update (also the re-entry guard);
                                  * +2 as a thread hands the structure on */
     int suppressed;
+    /* running totals for the cheap live pull (tfd_live), each between
+     * fields a read does not add to alike (adjacent sums get packed into
+     * vector adds that cost more instructions than they save) */
+    int64_t tot_ticks;
     heat_now heat_now;
+    int64_t tot_bytes_read;
     busy_now busy_now;          /* the read and metadata calls' open span (busy.h) */
-    /* running totals for the cheap live pull (tfd_live) */
-    int64_t tot_ticks, tot_bytes_read, tot_reads;
+    int64_t tot_reads;
     /* the second line: read before every call (dir), and a write's totals */
     tfd_shard ***dir;           /* record index -> the shard this thread holds */
     int64_t tot_bytes_written, tot_writes, tot_opens;
