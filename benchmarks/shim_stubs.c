@@ -11,11 +11,28 @@
  *   4  overwrite the return-stack predictor, as the kernel does on its way
  *      out (x86-64; elsewhere as 1);
  *   5  read 32 KiB of memory of their own (the L1 data cache's size), so
- *      the lines the caller used are likely gone.
+ *      the lines the caller used are likely gone;
+ *   6  run 64 KiB of straight-line code of their own (twice the L1
+ *      instruction cache), so the caller's instructions are gone from it
+ *      and from the decoded-op cache;
+ *   7  take 4,096 branches of their own (more than the first-level branch
+ *      target buffer holds), in 16 KiB of code;
+ *   8  touch one line in each of 256 pages of their own (four times the
+ *      first-level data TLB), all at one offset, so few cache sets move;
+ *   9  read 1 MiB of memory of their own (the L2 cache's size).
  * tfd_bench_stub(0) puts the originals back. tfd_bench_wrapper gives a
  * wrapper's address and tfd_bench_stub_function the stub's, to call them
- * directly. The wrappers are unchanged. */
+ * directly. The wrappers are unchanged.
+ *
+ * tfd_bench_variant(v) gives variants of the pread wrapper, for controlled
+ * experiments on what its parts cost around each original (bench_parts.py):
+ * the same shape as the shipped one (wrappers.c's DATA_WRAPPER) with one
+ * part taken out, added or changed (VARIANTS below). */
 #include "attach.h"
+#include "fdmap.h"
+#include "rules_posix.h"
+#include "threads.h"
+#include "wrappers.h"
 
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -73,20 +90,65 @@ static ssize_t stub_pread_evict(int fd, void *buf, size_t count, off_t offset)
     return (ssize_t)count;
 }
 
+static ssize_t stub_pread_icache(int fd, void *buf, size_t count, off_t offset)
+{
+    (void)fd, (void)buf, (void)offset;
+#if defined(__x86_64__)
+    /* 8-byte no-ops: 8,192 of them, executed once each */
+    __asm__ volatile(".rept 8192\n\t.byte 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00\n\t.endr" ::: "memory");
+#endif
+    return (ssize_t)count;
+}
+
+static ssize_t stub_pread_btb(int fd, void *buf, size_t count, off_t offset)
+{
+    (void)fd, (void)buf, (void)offset;
+#if defined(__x86_64__)
+    /* a taken jump every 4 bytes (2 of jump, 2 of padding) */
+    __asm__ volatile(".rept 4096\n\tjmp 1f\n\t.byte 0x66, 0x90\n1:\n\t.endr" ::: "memory", "cc");
+#endif
+    return (ssize_t)count;
+}
+
+static ssize_t stub_pread_tlb(int fd, void *buf, size_t count, off_t offset)
+{
+    (void)fd, (void)buf, (void)offset;
+    static volatile char pages[256 << 12] __attribute__((aligned(4096)));
+    long sum = 0;
+    for (size_t i = 0; i < sizeof(pages); i += 4096)
+        sum += pages[i + 13 * 64];
+    __asm__ volatile("" ::"r"(sum));
+    return (ssize_t)count;
+}
+
+static ssize_t stub_pread_l2(int fd, void *buf, size_t count, off_t offset)
+{
+    (void)fd, (void)buf, (void)offset;
+    static volatile char lines[1 << 20];
+    long sum = 0;
+    for (size_t i = 0; i < sizeof(lines); i += 64)
+        sum += lines[i];
+    __asm__ volatile("" ::"r"(sum));
+    return (ssize_t)count;
+}
+
 static const char *const stubbed[3] = {"pread", "pread64", "fread"};
 static void *saved[3];
+#define STUB_KINDS 10
 static int kind_now;
 
 static void *pread_stub(int kind)
 {
-    void *stubs[6] = {(void *)stub_pread, (void *)stub_pread, (void *)stub_pread_kernel, (void *)stub_pread_copy,
-                      (void *)stub_pread_rsb, (void *)stub_pread_evict};
+    void *stubs[STUB_KINDS] = {(void *)stub_pread, (void *)stub_pread, (void *)stub_pread_kernel,
+                               (void *)stub_pread_copy, (void *)stub_pread_rsb, (void *)stub_pread_evict,
+                               (void *)stub_pread_icache, (void *)stub_pread_btb, (void *)stub_pread_tlb,
+                               (void *)stub_pread_l2};
     return stubs[kind];
 }
 
 int tfd_bench_stub(int kind)
 {
-    if (kind < 0 || kind > 5)
+    if (kind < 0 || kind >= STUB_KINDS)
         return -1;
     for (int i = 0; i < 3; i++) {
         const tfd_hook *h = tfd_hook_named(stubbed[i]);
@@ -115,4 +177,79 @@ void *tfd_bench_stub_function(const char *name)
     if (strcmp(name, "fread") == 0)
         return (void *)stub_fread;
     return NULL;
+}
+
+/* ------------------------------------------------- the wrapper's parts */
+
+static inline __attribute__((always_inline)) uint64_t ticks_fenced(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("lfence\n\trdtsc" : "=a"(lo), "=d"(hi)::"memory");
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static inline __attribute__((always_inline)) uint64_t ticks_rdtscp(void)
+{
+    uint32_t lo, hi, aux;
+    __asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* what the post-call path reads and writes, fetched while the call runs */
+static inline __attribute__((always_inline)) void prefetch_update(tfd_rec *r, void *ahead)
+{
+    tfd_shard *s = ahead;
+    if (!s)
+        return;
+    int64_t e = RELAXED_LOAD(s->epoch);     /* the interval it was last updated in: almost always this one */
+    __builtin_prefetch(&s->sum[8], 1);
+    __builtin_prefetch(&s->iext[e & 1].v[0], 1);
+    __builtin_prefetch(&s->access, 1);
+    __builtin_prefetch(&s->stride, 1);
+    __builtin_prefetch(r, 1);
+}
+
+static volatile int64_t sink;
+
+/* BEFORE: after the lookups, before the first clock read; T1, T2: the
+ * clock reads; RECORD: the counting */
+#define VARIANT(name, BEFORE, T1, T2, RECORD)                                  \
+    __attribute__((flatten)) static ssize_t name(int fd, void *buf, size_t n, off_t off) \
+    {                                                                        \
+        tfd_rec *rec;                                                        \
+        if (IDLE() || !(rec = tfd_posix_record(fd)) || rec == EXCLUDED)      \
+            return tfd_real_pread(fd, buf, n, off);                          \
+        void *ahead = tfd_posix_data_ahead(rec);                             \
+        BEFORE;                                                              \
+        uint64_t t1 = T1;                                                    \
+        ssize_t r = tfd_real_pread(fd, buf, n, off);                         \
+        uint64_t t2 = T2;                                                    \
+        if (r >= 0) {                                                        \
+            RECORD;                                                          \
+        }                                                                    \
+        return r;                                                            \
+    }
+#define COUNT tfd_posix_read_rec(rec, ahead, r, off, TFD_DATA_FLAGS(1, ((uintptr_t)buf % 8) == 0), t1, t2)
+#define NOTHING ((void)0)
+
+VARIANT(v_copy, NOTHING, tfd_ticks(), tfd_ticks(), COUNT)
+VARIANT(v_prefetch, prefetch_update(rec, ahead), tfd_ticks(), tfd_ticks(), COUNT)
+VARIANT(v_clock_only, NOTHING, tfd_ticks(), tfd_ticks(), sink = (int64_t)(t2 - t1) + (ahead != NULL))
+/* the counting with times inside the thread's newest heatmap bin, as real ones are */
+#define FROZEN (ahead ? ((tfd_shard *)ahead)->owner->heat_now.lo : 0)
+VARIANT(v_count_no_clock, NOTHING, FROZEN, t1 + 1, COUNT)
+VARIANT(v_lookup_only, NOTHING, 0, 0, sink = (ahead != NULL) + (int64_t)(t2 - t1))
+VARIANT(v_lfence, NOTHING, ticks_fenced(), ticks_fenced(), COUNT)
+VARIANT(v_rdtscp, NOTHING, ticks_rdtscp(), ticks_rdtscp(), COUNT)
+
+/* 0: the shipped wrapper; then the variants above, in order */
+void *tfd_bench_variant(int v)
+{
+    void *variants[] = {NULL, (void *)v_copy, (void *)v_prefetch, (void *)v_clock_only, (void *)v_count_no_clock,
+                        (void *)v_lookup_only, (void *)v_lfence, (void *)v_rdtscp};
+    if (v == 0)
+        return tfd_bench_wrapper("pread");
+    if (v < 0 || v >= (int)(sizeof(variants) / sizeof(variants[0])))
+        return NULL;
+    return variants[v];
 }

@@ -23,6 +23,7 @@ CDEF = """
 int tfd_bench_stub(int on);
 void *tfd_bench_wrapper(const char *name);
 void *tfd_bench_stub_function(const char *name);
+void *tfd_bench_variant(int v);
 """
 
 

@@ -28,26 +28,26 @@ void busy_init(void)
     tfd_busy_gap = (int64_t)(clock.ticks_per_second * 10e-6);
 }
 
-void busy_push(busy_state *b, busy_spans spans, int64_t t1, int64_t t2)
+void busy_push(busy_now *n, busy_state *b, busy_spans spans, int64_t t1, int64_t t2)
 {
-    if (b->hi != 0) {
-        uint64_t n = b->pushed;
-        if (n - __atomic_load_n(&b->taken, __ATOMIC_ACQUIRE) >= BUSY_RING) {
+    if (n->hi != 0) {
+        uint64_t k = b->pushed;
+        if (k - __atomic_load_n(&b->taken, __ATOMIC_ACQUIRE) >= BUSY_RING) {
             b->joined++;
-            b->in += t2 - t1;
-            if (t2 > b->hi)
-                b->hi = t2;
+            n->in += t2 - t1;
+            if (t2 > n->hi)
+                n->hi = t2;
             return;
         }
-        int64_t *slot = spans[n % BUSY_RING];
+        int64_t *slot = spans[k % BUSY_RING];
         slot[0] = b->lo;
-        slot[1] = b->hi;
-        slot[2] = b->in;
-        __atomic_store_n(&b->pushed, n + 1, __ATOMIC_RELEASE);
+        slot[1] = n->hi;
+        slot[2] = n->in;
+        __atomic_store_n(&b->pushed, k + 1, __ATOMIC_RELEASE);
     }
     b->lo = t1;
-    b->hi = t2;
-    b->in = t2 - t1;
+    n->hi = t2;
+    n->in = t2 - t1;
 }
 
 /* A span's part inside [lo, hi): its ends clipped, its time in calls
@@ -65,7 +65,7 @@ static int push_clipped(growbuf *out, const int64_t *s, int64_t lo, int64_t hi)
     return grow_push(out, v, 3);
 }
 
-int busy_drain(busy_state *b, busy_spans spans, const uint32_t *seq, growbuf *out, int64_t lo, int64_t hi,
+int busy_drain(const busy_now *n, busy_state *b, busy_spans spans, const uint32_t *seq, growbuf *out, int64_t lo, int64_t hi,
                int64_t *joined)
 {
     uint64_t from = b->taken, to;
@@ -79,8 +79,8 @@ int busy_drain(busy_state *b, busy_spans spans, const uint32_t *seq, growbuf *ou
         }
         to = __atomic_load_n(&b->pushed, __ATOMIC_ACQUIRE);
         open[0] = RELAXED_LOAD(b->lo);
-        open[1] = RELAXED_LOAD(b->hi);
-        open[2] = RELAXED_LOAD(b->in);
+        open[1] = RELAXED_LOAD(n->hi);
+        open[2] = RELAXED_LOAD(n->in);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(seq, __ATOMIC_RELAXED) == a || tries >= 1000000)
             break;

@@ -130,7 +130,7 @@ int tfd_collect(tfd_collect_result *out)
     int64_t closed_at = (int64_t)tfd_ticks();
     growbuf spans = {0};
     for (tfd_thread *t = threads_first(); t && rc == 0; t = t->next)
-        rc = busy_drain(&t->busy, t->busy_spans, &t->seq, &spans, busy_since, closed_at, &out->busy_joined);
+        rc = busy_drain(&t->busy_now, &t->busy, t->busy_spans, &t->seq, &spans, busy_since, closed_at, &out->busy_joined);
     if (rc == 0)
         out->busy_ticks = busy_merge(&spans);
     free(spans.p);

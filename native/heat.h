@@ -8,7 +8,7 @@
 #include "base.h"
 
 #define HEAT_RING 2048
-#define HEAT_KINDS 4            /* POSIX read, POSIX write, STDIO read, STDIO write */
+enum { HEAT_POSIX_READ, HEAT_POSIX_WRITE, HEAT_STDIO_READ, HEAT_STDIO_WRITE, HEAT_KINDS };
 
 /* The newest bin as its writer adds to it: where it starts and its slots.
  * Kept in the writer's hottest line (threads.h), apart from the ring. */
@@ -43,7 +43,7 @@ void heat_add_slow(heat_now *n, heat_ring *h, int kind, int64_t bytes, uint64_t 
 
 static inline void heat_add(heat_now *n, heat_ring *h, int kind, int64_t bytes, uint64_t t1, uint64_t t2)
 {
-    if (bytes == 0)
+    if (TFD_UNLIKELY(bytes == 0))
         return;
     if (TFD_LIKELY(t1 >= n->lo && t2 - n->lo < tfd_heat_width))   /* inside the newest bin */
         n->row[kind] += bytes;

@@ -64,10 +64,9 @@ posix_data(tfd_rec *r, void *ahead, int64_t ret, int pflag, int64_t off, int ali
     if (!begin_ahead(&u, r, ahead))
         return;
     int64_t *sum = u.s->sum;
-    int64_t this_off = pflag ? off : RELAXED_LOAD(r->offset);
     int64_t *last_byte = is_write ? &r->last_byte_written : &r->last_byte_read;
     int64_t last = RELAXED_LOAD(*last_byte);
-    int64_t stride;
+    int64_t this_off = rule_position(&u, r, pflag, off, ret, is_write ? E_MAX_BYTE_WRITTEN : E_MAX_BYTE_READ);
 
     if (trace_enabled())
         trace_append(&u.t->trace, r->index, is_write, this_off, ret, t1, t2, u.epoch);
@@ -75,29 +74,25 @@ posix_data(tfd_rec *r, void *ahead, int64_t ret, int pflag, int64_t off, int ali
         sum[is_write ? S_SEQ_WRITES : S_SEQ_READS]++;
     if (this_off == last + 1)
         sum[is_write ? S_CONSEC_WRITES : S_CONSEC_READS]++;
-    stride = (this_off > 0 && this_off > last && last != 0) ? this_off - last - 1 : 0;
+    int64_t stride = (this_off > 0 && this_off > last && last != 0) ? this_off - last - 1 : 0;
     RELAXED_STORE(*last_byte, this_off + ret - 1);
-    RELAXED_STORE(r->offset, this_off + ret);
-    ext_max(&u, is_write ? E_MAX_BYTE_WRITTEN : E_MAX_BYTE_READ, this_off + ret - 1);
     sum[is_write ? S_BYTES_WRITTEN : S_BYTES_READ] += ret;
     sum[is_write ? S_WRITES : S_READS]++;
-    heat_add(&u.t->heat_now, &u.t->heat, is_write, ret, t1, t2);
-    if (is_write) { u.t->tot_bytes_written += ret; u.t->tot_writes++; }
-    else { u.t->tot_bytes_read += ret; u.t->tot_reads++; }
-    u.t->tot_ticks += (int64_t)(t2 - t1);
+    thread_io_tally(&u, is_write ? HEAT_POSIX_WRITE : HEAT_POSIX_READ, is_write, ret, 1, t1, t2);
     sum[(is_write ? S_SIZE_WRITE_0_100 : S_SIZE_READ_0_100) + size_bucket(ret)]++;
-    if (!is_write && ret == 0)
+    /* the rare counters sit in a line of their own: only branched to */
+    if (TFD_UNLIKELY(!is_write && ret == 0))
         sum[S_ZERO_READS]++;
     track_value(u.t, &u.s->access, ret);
     track_value(u.t, &u.s->stride, stride);
-    if (!aligned)
+    if (TFD_UNLIKELY(!aligned))
         sum[S_MEM_NOT_ALIGNED]++;
-    if (r->alignment_mask >= 0 ? (this_off & r->alignment_mask) != 0
-                               : (r->file_alignment > 0 && this_off % r->file_alignment != 0))
+    if (TFD_UNLIKELY(r->alignment_mask >= 0 ? (this_off & r->alignment_mask) != 0
+                                            : (r->file_alignment > 0 && this_off % r->file_alignment != 0)))
         sum[S_FILE_NOT_ALIGNED]++;
     int io = is_write ? DARSHAN_IO_WRITE : DARSHAN_IO_READ;
     int prev = RELAXED_LOAD(r->last_io_type);
-    if (prev && prev != io)
+    if (TFD_UNLIKELY(prev && prev != io))
         sum[S_RW_SWITCHES]++;
     RELAXED_STORE(r->last_io_type, io);
     ext_first(&u, is_write ? E_WRITE_START : E_READ_START, (int64_t)t1);

@@ -80,15 +80,10 @@ void tfd_stdio_read(FILE *stream, int64_t bytes, uint64_t t1, uint64_t t2)
     }
     if (!r || !begin(&u, r))
         return;
-    int64_t off = RELAXED_LOAD(r->offset);
-    RELAXED_STORE(r->offset, off + bytes);
-    ext_max(&u, E_MAX_BYTE_READ, off + bytes - 1);
+    rule_position(&u, r, 0, 0, bytes, E_MAX_BYTE_READ);
     u.s->sum[S_BYTES_READ] += bytes;
     u.s->sum[S_READS]++;
-    heat_add(&u.t->heat_now, &u.t->heat, 2, bytes, t1, t2);
-    u.t->tot_bytes_read += bytes;
-    u.t->tot_reads++;
-    u.t->tot_ticks += (int64_t)(t2 - t1);
+    thread_io_tally(&u, HEAT_STDIO_READ, 0, bytes, 1, t1, t2);
     ext_first(&u, E_READ_START, (int64_t)t1);
     ext_last(&u, E_READ_END, (int64_t)t2);
     timer_no_overlap(&u, S_T_READ, (int64_t)t1, (int64_t)t2, &r->last_read_end);
@@ -105,15 +100,10 @@ void tfd_stdio_write(FILE *stream, int64_t bytes, int is_flush, uint64_t t1, uin
     }
     if (!r || !begin(&u, r))
         return;
-    int64_t off = RELAXED_LOAD(r->offset);
-    RELAXED_STORE(r->offset, off + bytes);
-    ext_max(&u, E_MAX_BYTE_WRITTEN, off + bytes - 1);
+    rule_position(&u, r, 0, 0, bytes, E_MAX_BYTE_WRITTEN);
     u.s->sum[S_BYTES_WRITTEN] += bytes;
     u.s->sum[is_flush ? S_FLUSHES : S_WRITES]++;
-    heat_add(&u.t->heat_now, &u.t->heat, 3, bytes, t1, t2);
-    u.t->tot_bytes_written += bytes;
-    u.t->tot_writes += !is_flush;
-    u.t->tot_ticks += (int64_t)(t2 - t1);
+    thread_io_tally(&u, HEAT_STDIO_WRITE, 1, bytes, !is_flush, t1, t2);
     ext_first(&u, E_WRITE_START, (int64_t)t1);
     ext_last(&u, E_WRITE_END, (int64_t)t2);
     timer_no_overlap(&u, S_T_WRITE, (int64_t)t1, (int64_t)t2, &r->last_write_end);

@@ -16,7 +16,8 @@
 
 _Static_assert(offsetof(tfd_shard, sum[S_SIZE_READ_100M_1G]) <= 128, "a read's sums sit in the shard's first two lines");
 _Static_assert(offsetof(values, cnt[1]) <= 64, "a value tracker's first entry sits in one line");
-_Static_assert(offsetof(tfd_thread, heat_now) + sizeof(heat_now) <= 64, "a read changes one line of its thread");
+_Static_assert(offsetof(tfd_thread, tot_reads) + sizeof(int64_t) <= 64, "a read changes one line of its thread");
+_Static_assert(offsetof(tfd_thread, state) + sizeof(int) <= 128, "a call reads and a write changes one more");
 
 __thread tfd_thread *tfd_self;
 int64_t tfd_epoch;              /* from 1, set by threads_init (zero-initialised, it sits with the other globals a call reads) */

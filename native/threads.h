@@ -64,27 +64,34 @@ typedef struct tfd_shard {
  * exits (its running totals, dirty lists, trace and heatmap carry on). */
 enum { THREAD_ACTIVE, THREAD_EXITED };
 struct tfd_thread {
-    /* the first line: all a read or a write changes here but its heatmap slot */
+    /* the first line: all a read changes here but its heatmap slot, and
+     * what a call checks before it (a write also changes the second) */
     uint32_t seq;               /* odd while inside an update (also the re-entry guard);
                                  * +2 as a thread hands the structure on */
     int suppressed;
-    /* running totals for the cheap live pull (tfd_live) */
-    int64_t tot_bytes_read, tot_bytes_written, tot_reads, tot_writes, tot_ticks;
+    /* running totals for the cheap live pull (tfd_live), each between
+     * fields a read does not add to alike (adjacent sums get packed into
+     * vector adds that cost more instructions than they save) */
+    int64_t tot_ticks;
     heat_now heat_now;
-    /* the rest */
-    int64_t tot_opens;
-    int state;                  /* THREAD_*: set by the thread's exit and by the next thread */
+    int64_t tot_bytes_read;
+    busy_now busy_now;          /* the read and metadata calls' open span (busy.h) */
+    int64_t tot_reads;
+    /* the second line: read before every call (dir), and a write's totals */
+    tfd_shard ***dir;           /* record index -> the shard this thread holds */
+    int64_t tot_bytes_written, tot_writes, tot_opens;
     /* bytes moved on excluded paths (imports, libraries, system files):
      * not recorded per file, only counted, so coverage can tell them apart */
     int64_t excl_read, excl_written;
-    tfd_shard ***dir;           /* record index -> the shard this thread holds */
+    int state;                  /* THREAD_*: set by the thread's exit and by the next thread */
+    /* the rest */
     /* shards first written in an interval, by interval parity: the thread
      * pushes on one list while the collector takes the other */
     tfd_shard *dirty[2];
     tfd_shard *shards;          /* the shards this thread holds */
     tfd_thread *next;
     trace_buf trace;
-    busy_state busy;            /* read and metadata calls in flight (busy.h) */
+    busy_state busy;            /* the rest of the open span, and its ring's counts (busy.h) */
     heat_ring heat;             /* its slots and the spans after it are not zeroed */
     busy_spans busy_spans;
 };
@@ -193,10 +200,10 @@ static inline void ext_maxtime(update *u, int f_time, int f_size, int64_t d, int
  * reads and metadata also mark the thread busy (writes are not input) */
 static inline void timer_no_overlap(update *u, int f, int64_t t1, int64_t t2, int64_t *last)
 {
-    if (t1 == 0 || t2 == 0)
+    if (TFD_UNLIKELY(t1 == 0 || t2 == 0))
         return;
     if (f != S_T_WRITE)
-        busy_add(&u->t->busy, u->t->busy_spans, t1, t2);
+        busy_add(&u->t->busy_now, &u->t->busy, u->t->busy_spans, t1, t2);
     int64_t l = RELAXED_LOAD(*last);
     u->s->sum[f] += (t1 > l) ? (t2 - t1) : (t2 - l);
     if (t2 > l)
