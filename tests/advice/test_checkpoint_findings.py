@@ -34,9 +34,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    why = slow_tier.unavailable()
-    if why:
-        pytest.skip(why)
+    slow_tier.skip_unless_available()
     d = tmp_path_factory.mktemp("ckpt")
     for sub in ("root", "mnt"):
         (d / sub).mkdir()

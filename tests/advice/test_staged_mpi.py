@@ -31,9 +31,7 @@ pytestmark = [needs_mpi, pytest.mark.timeout(900)]
 
 @pytest.fixture(autouse=True)
 def _needs_tier():
-    why = slow_tier.unavailable()
-    if why:
-        pytest.skip(why)
+    slow_tier.skip_unless_available()
 
 
 def cli(*args, env, timeout=600):
