@@ -82,6 +82,22 @@ def attached():
 
 
 @pytest.fixture(scope="session")
+def pipeline_ranks(tmp_path_factory):
+    """The session directory of 4 real ranks of rank_session.PIPELINE under
+    `tfdarshan run`, made once for the whole run and shared by every module
+    that reads such a session (each pays 4 processes otherwise). Read it,
+    never change it: a test that changes or analyses a session works on a
+    copy (rank_session.copy_session, scaled_copy)."""
+    import pathlib
+
+    from rank_session import PIPELINE, made_once, pipeline_inputs, real_session
+
+    def make(root):
+        return real_session(root, PIPELINE, pipeline_inputs(root, 4), 4)
+    return pathlib.Path(made_once("pipeline_ranks", tmp_path_factory, make))
+
+
+@pytest.fixture(scope="session")
 def iostress(tmp_path_factory):
     """tests/native/iostress.c built into a shared library, loaded with ctypes."""
     import ctypes

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analyze_oracle import old_tables
-from rank_session import PIPELINE, pipeline_inputs, scaled_session
+from rank_session import scaled_copy
 from tfdarshan.analysis import analyze as A
 from tfdarshan.analysis import engine as E
 from tfdarshan.analysis import file_tree, tables
@@ -161,10 +161,10 @@ def test_analyze_shows_a_line_per_stage_off_a_terminal(generated):
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
+def real(tmp_path_factory, pipeline_ranks):
     root = tmp_path_factory.mktemp("real")
     # 4 real ranks of a pipeline under `tfdarshan run`, scaled to 24 by the project's writer
-    return scaled_session(root, PIPELINE, pipeline_inputs(root, 4), 4, 24)
+    return scaled_copy(pipeline_ranks, root, 4, 24)
 
 
 def test_real_session_equals_the_old_tables(real):
