@@ -9,7 +9,7 @@ import pytest
 
 import slow_tier
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.cost(25), pytest.mark.timeout(600)]
 
 CHECKPOINT_TITLES = ("Checkpoint writes take", "Synchronous fsync on a slow tier",
                      "Write checkpoints to a fast tier and drain them asynchronously")

@@ -19,7 +19,7 @@ import pytest
 import slow_tier
 from case_studies import slow_rank as SR
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.cost(40), pytest.mark.timeout(900)]
 FILES = 16          # per rank: two steps an epoch
 EPOCHS = 2
 

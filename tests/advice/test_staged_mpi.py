@@ -26,7 +26,7 @@ SIZE = 64 * 1024
 STEPS, FILES = 5, 2
 META, READ = 0.004, 0.003          # the slow tier's latencies (a lookup or open; a read request)
 
-pytestmark = [needs_mpi, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.cost(25), needs_mpi, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(autouse=True)

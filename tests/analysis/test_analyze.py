@@ -15,6 +15,8 @@ import tfdarshan
 from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
 from rank_session import rank_of, scaled_copy
 
+pytestmark = pytest.mark.cost(50)
+
 REAL_RANKS, RANKS = 4, 64
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import slow_tier
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.cost(120), pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")

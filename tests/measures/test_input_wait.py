@@ -26,6 +26,8 @@ from tfdarshan.analysis.analyze import analyze, read_table, tables_of
 from tfdarshan.logs.logdir import find_sessions
 from tfdarshan_tb import rank_data, rank_views, session_data, views
 
+pytestmark = pytest.mark.cost(40)
+
 RANKS = 4
 # per rank, each step's read time as a multiple of the step's length (rank 3's first: 2.5x, parallel reads)
 FACTORS = {0: [0.10, 0.05, 0.05], 1: [0.10, 0.10, 0.05], 2: [0.05, 0.10, 0.10], 3: [2.5, 0.9, 0.8]}

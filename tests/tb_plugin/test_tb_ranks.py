@@ -24,6 +24,8 @@ from tfdarshan.logs.series import read_parquet, write_parquet
 from rank_session import RANKS_PER_NODE, rank_of, scale, scaled_host
 from tb_helpers import ARTIFACTS, browser, fetch, open_tab, show_run, tensorboard
 
+pytestmark = pytest.mark.cost(110)
+
 REAL, RANKS, FEW = 4, 64, 8
 DAMAGED = 2                             # the rank whose log the "damaged" run has cut short
 ONE_STEPS = list(range(2, 12))          # the demo's profiled steps

@@ -14,6 +14,8 @@ import pytest
 from rank_session import copy_session, set_waits
 from tb_helpers import ARTIFACTS, browser, open_tab, tensorboard
 
+pytestmark = pytest.mark.cost(30)
+
 FACTORS = {0: [0.10, 0.05, 0.05], 1: [0.10, 0.10, 0.05], 2: [0.05, 0.10, 0.10], 3: [2.5, 0.9, 0.8]}
 WAIT = 120
 

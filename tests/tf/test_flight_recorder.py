@@ -27,7 +27,7 @@ from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.ring import Ring
 from tfdarshan.logs.logdir import find_sessions
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.cost(60), pytest.mark.timeout(300)]
 
 
 def _dumps(logdir):
