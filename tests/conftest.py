@@ -45,6 +45,24 @@ def _tab_from_this_checkout():
 _tab_from_this_checkout()
 
 
+def pytest_configure(config):
+    # xdist's loadfile hands out files in the order collected below (by
+    # default it reorders them by their number of tests, whatever they cost)
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest files first (their `cost` marker: seconds measured in the
+    suite), each file's tests in their own order: a long file that a worker
+    starts last sets the suite's wall time, while short ones fill the gaps."""
+    cost = {}
+    for item in items:
+        marker = item.get_closest_marker("cost")
+        cost[item.path] = max(cost.get(item.path, 0), marker.args[0] if marker else 0)
+    items.sort(key=lambda item: -cost[item.path])
+
+
 @pytest.fixture(scope="session")
 def tf():
     """TensorFlow, imported once for the session."""
@@ -78,6 +96,22 @@ def attached():
     yield tfdarshan
     if not was:
         tfdarshan.detach()
+
+
+@pytest.fixture(scope="session")
+def pipeline_ranks(tmp_path_factory):
+    """The session directory of 4 real ranks of rank_session.PIPELINE under
+    `tfdarshan run`, made once for the whole run and shared by every module
+    that reads such a session (each pays 4 processes otherwise). Read it,
+    never change it: a test that changes or analyses a session works on a
+    copy (rank_session.copy_session, scaled_copy)."""
+    import pathlib
+
+    from rank_session import PIPELINE, made_once, pipeline_inputs, real_session
+
+    def make(root):
+        return real_session(root, PIPELINE, pipeline_inputs(root, 4), 4)
+    return pathlib.Path(made_once("pipeline_ranks", tmp_path_factory, make))
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import pytest
 
 import slow_tier
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.cost(25), pytest.mark.timeout(600)]
 
 CHECKPOINT_TITLES = ("Checkpoint writes take", "Synchronous fsync on a slow tier",
                      "Write checkpoints to a fast tier and drain them asynchronously")
@@ -34,9 +34,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    why = slow_tier.unavailable()
-    if why:
-        pytest.skip(why)
+    slow_tier.skip_unless_available()
     d = tmp_path_factory.mktemp("ckpt")
     for sub in ("root", "mnt"):
         (d / sub).mkdir()

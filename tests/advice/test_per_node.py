@@ -41,7 +41,7 @@ for step in range(2):
             os.close(fd)
 """
 
-pytestmark = [pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm (tmpfs)"),
+pytestmark = [pytest.mark.cost(35), pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm (tmpfs)"),
               pytest.mark.skipif(not can_name_hosts(), reason="needs unshare --uts (root) to name hosts")]
 
 

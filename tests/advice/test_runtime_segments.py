@@ -33,7 +33,7 @@ for step in range(3):
 """
 
 
-pytestmark = needs_mpi
+pytestmark = [pytest.mark.cost(30), needs_mpi]
 
 
 @pytest.fixture(scope="module")

@@ -16,18 +16,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import slow_tier
 from case_studies import slow_rank as SR
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.cost(40), pytest.mark.timeout(900)]
 FILES = 16          # per rank: two steps an epoch
 EPOCHS = 2
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    why = SR.unavailable()
-    if why:
-        pytest.skip(why)
+    slow_tier.skip_unless_available(SR.unavailable)
     root = tmp_path_factory.mktemp("slowrank")
     dirs = SR.make_data(root / "data", FILES)
     env = {"TFDARSHAN_TIERS": str(root / "tiers.json"), "TFDARSHAN_STAGING_MAP": str(root / "staged.json")}

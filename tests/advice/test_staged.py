@@ -33,7 +33,7 @@ OTHER_NODE = "some-other-node"
 FILES = ("plain", "clib", "fdlink", "written", "truncated", "changed", "missing", "vanishing", "unreadable", "relative",
          "forked", "child", "elsewhere")
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.cost(35), pytest.mark.timeout(600)]
 
 
 def tfdarshan_cmd(*args):

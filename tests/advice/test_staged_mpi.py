@@ -26,14 +26,12 @@ SIZE = 64 * 1024
 STEPS, FILES = 5, 2
 META, READ = 0.004, 0.003          # the slow tier's latencies (a lookup or open; a read request)
 
-pytestmark = [needs_mpi, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.cost(25), needs_mpi, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(autouse=True)
 def _needs_tier():
-    why = slow_tier.unavailable()
-    if why:
-        pytest.skip(why)
+    slow_tier.skip_unless_available()
 
 
 def cli(*args, env, timeout=600):

@@ -23,6 +23,8 @@ SCRIPT = """
 import os, sys
 import numpy as np
 import tensorflow as tf
+
+pytestmark = pytest.mark.cost(35)
 root = sys.argv[1]
 
 

@@ -13,16 +13,18 @@ import pytest
 
 import tfdarshan
 from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
-from rank_session import PIPELINE, pipeline_inputs, rank_of, scaled_session
+from rank_session import rank_of, scaled_copy
+
+pytestmark = pytest.mark.cost(50)
 
 REAL_RANKS, RANKS = 4, 64
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory):
+def session(tmp_path_factory, pipeline_ranks):
     root = tmp_path_factory.mktemp("analyze")
     # rank r repeats real rank r % 4 with its byte counts multiplied by (1 + r // 4)
-    return scaled_session(root, PIPELINE, pipeline_inputs(root, REAL_RANKS), REAL_RANKS, RANKS)
+    return scaled_copy(pipeline_ranks, root, REAL_RANKS, RANKS)
 
 
 def expected(session_dir):

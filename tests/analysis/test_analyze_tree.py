@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analyze_oracle import old_tables
-from rank_session import PIPELINE, pipeline_inputs, scaled_session
+from rank_session import scaled_copy
 from tfdarshan.analysis import analyze as A
 from tfdarshan.analysis import engine as E
 from tfdarshan.analysis import file_tree, tables
@@ -20,6 +20,8 @@ from tfdarshan.capture import counters as C
 from tfdarshan.capture._native import darshan_hash
 from tfdarshan.capture.snapshot import Snapshot, empty_dxt, empty_extra, empty_values
 from tfdarshan.logs.darshan_log import write_darshan_log
+
+pytestmark = pytest.mark.cost(25)
 
 RANKS = 20                  # readable logs; one more is truncated
 SHARED, PARTS, OWN = 12, 9, 5
@@ -161,10 +163,10 @@ def test_analyze_shows_a_line_per_stage_off_a_terminal(generated):
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
+def real(tmp_path_factory, pipeline_ranks):
     root = tmp_path_factory.mktemp("real")
     # 4 real ranks of a pipeline under `tfdarshan run`, scaled to 24 by the project's writer
-    return scaled_session(root, PIPELINE, pipeline_inputs(root, 4), 4, 24)
+    return scaled_copy(pipeline_ranks, root, 4, 24)
 
 
 def test_real_session_equals_the_old_tables(real):

@@ -11,8 +11,11 @@ import os
 import time
 
 import numpy as np
+import pytest
 
 import tfdarshan
+
+pytestmark = pytest.mark.cost(40)
 
 THREADS = 64
 WINDOWS = int(os.environ.get("TFDARSHAN_STRESS_WINDOWS", "3"))

@@ -20,6 +20,8 @@ MIB = 1 << 20
 SCRIPT = """
 import json, os, shutil, sys
 import tfdarshan
+
+pytestmark = pytest.mark.cost(25)
 big, small, out, record = sys.argv[1:5]
 with tfdarshan.step(0):
     shutil.copyfile(big, os.path.join(out, "big-copy.bin"))

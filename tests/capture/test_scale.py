@@ -18,6 +18,8 @@ import pytest
 
 from tb_helpers import fetch, tensorboard
 
+pytestmark = pytest.mark.cost(70)
+
 FILES = int(os.environ.get("TFDARSHAN_SCALE_FILES", "1000000"))
 CAP = 65_536                     # the default record cap
 SIZE = 6_000                     # each read is 4096 then 1904 bytes

@@ -26,6 +26,8 @@ import tfdarshan
 from counters import row
 from places import NATIVE, ROOT as REPO
 
+pytestmark = pytest.mark.cost(40)
+
 BUFLEN = 16384
 SKIPPED = -(2 ** 63)              # semops.c called nothing: the stream slot was empty
 MINUS_ONE, UNUSED_FD, ROOT = -1, -2, -3     # fd operands that are not slots

@@ -12,14 +12,12 @@ import pytest
 
 import slow_tier
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.cost(120), pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
 def tiny_results(tmp_path_factory):
-    why = slow_tier.unavailable()
-    if why:
-        pytest.skip(why)
+    slow_tier.skip_unless_available()
     d = tmp_path_factory.mktemp("cases")
     r = subprocess.run([sys.executable, "-m", "case_studies", "--scale", "tiny", "--workdir", str(d / "work"),
                         "--results", str(d / "RESULTS.md")], capture_output=True, text=True, timeout=850)

@@ -20,9 +20,7 @@ TIMER = 0.02            # the daemon's timer may wake a little early
 
 @pytest.fixture(autouse=True)
 def _needs_tier():
-    why = slow_tier.unavailable()
-    if why:
-        pytest.skip(why)
+    slow_tier.skip_unless_available()
 
 
 def _probe(mnt):

@@ -37,6 +37,8 @@ from tfdarshan.logs.logdir import find_sessions, load_steps
 from tfdarshan.tf.steps import AFTER_STEPS, FILE_COLUMNS, SETUP_STEP, STEP_COLUMNS
 from tfdarshan_tb.plugin import MAX_PARAM, IOPlugin
 
+pytestmark = pytest.mark.cost(60)
+
 # generated examples share files made once per module, so function-scoped fixtures are fine here
 FUZZ = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 JSON_ROUTES = ["summary", "files", "steps", "histograms", "mounts", "timeline", "advice"]

@@ -81,6 +81,37 @@ def real_session(root, script: str, argv, real: int, *, hosts=None, job="5150") 
     return session_dir
 
 
+def copy_session(session_dir: pathlib.Path, root) -> pathlib.Path:
+    """A copy of a session made by real_session (its whole log directory,
+    under root/logs), for a test to change without touching the original."""
+    session_dir = pathlib.Path(session_dir)
+    logdir = pathlib.Path(root) / "logs"
+    shutil.copytree(session_dir.parents[2], logdir)
+    return logdir / session_dir.relative_to(session_dir.parents[2])
+
+
+def made_once(name: str, tmp_path_factory, make):
+    """make(directory) run once for the whole test run, whichever xdist
+    worker asks first (the others wait on a lock and reuse it); returns what
+    make returned, a path or anything else JSON holds. The pattern
+    pytest-xdist documents for session fixtures shared across workers."""
+    import json
+
+    from filelock import FileLock
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent          # the run's directory, above each worker's own
+    where, done = shared / name, shared / f"{name}.json"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.exists():
+            if where.exists():           # a maker that failed part way: start again
+                shutil.rmtree(where)
+            where.mkdir()
+            made = make(where)
+            done.write_text(json.dumps(str(made) if isinstance(made, pathlib.Path) else made))
+        return json.loads(done.read_text())
+
+
 @dataclasses.dataclass(frozen=True)
 class Cost:
     """What a tier charges in the retimed model: seconds per open, per
@@ -169,6 +200,15 @@ def scale(session_dir: pathlib.Path, real: int, ranks: int, *, copy_of=None, fac
             s = src.with_name(src.name.replace(".darshan", f".{series}.parquet"))
             if s.exists():
                 shutil.copyfile(s, session_dir / f"{host}.rank{r}.{series}.parquet")
+
+
+def scaled_copy(session_dir: pathlib.Path, root, real: int, ranks: int, **scaling) -> pathlib.Path:
+    """A copy of a session of `real` real ranks (copy_session), scaled to
+    `ranks` ranks (scale's copy_of, factor and host_of as keywords)."""
+    copied = copy_session(session_dir, root)
+    scale(copied, real, ranks, **scaling)
+    assert len(rank_logs(copied)) == ranks
+    return copied
 
 
 def scaled_session(root, script: str, argv, real: int, ranks: int, *, copy_of=None, factor=None, hosts=None,

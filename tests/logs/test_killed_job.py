@@ -34,6 +34,8 @@ from tb_helpers import browser, fetch, open_tab, show_run, tensorboard
 from mpi_env import MPI_ENV, needs_mpi
 from places import WORKERS
 
+pytestmark = pytest.mark.cost(50)
+
 HOST = socket.gethostname()
 NRANKS, VICTIM, KILL_AT, FILES = 4, 3, 8, 20
 BIG = 3_000_000 + 4321          # the single process's file

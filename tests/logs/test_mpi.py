@@ -10,11 +10,14 @@ import socket
 import subprocess
 import sys
 
+import pytest
 
 import tfdarshan
 from tfdarshan.logs import joblog, logdir as logdir_mod
 from mpi_env import MPI_ENV, needs_mpi
 from places import WORKERS
+
+pytestmark = pytest.mark.cost(60)
 
 WORKER = WORKERS / "rank_reader.py"
 HOST = socket.gethostname()

@@ -20,11 +20,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rank_session import PIPELINE, pipeline_inputs, real_session, set_waits
+from rank_session import copy_session, set_waits
 from tfdarshan.advice import distributed
 from tfdarshan.analysis.analyze import analyze, read_table, tables_of
 from tfdarshan.logs.logdir import find_sessions
 from tfdarshan_tb import rank_data, rank_views, session_data, views
+
+pytestmark = pytest.mark.cost(40)
 
 RANKS = 4
 # per rank, each step's read time as a multiple of the step's length (rank 3's first: 2.5x, parallel reads)
@@ -34,9 +36,9 @@ LENGTH = 0.1
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory):
+def session(tmp_path_factory, pipeline_ranks):
     root = tmp_path_factory.mktemp("wait")
-    d = real_session(root, PIPELINE, pipeline_inputs(root, RANKS), RANKS)
+    d = copy_session(pipeline_ranks, root)
     set_waits(d, FACTORS, LENGTH, META)
     analyze(d)
     [sess] = find_sessions(root / "logs")

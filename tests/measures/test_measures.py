@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 import tfdarshan
-from rank_session import PIPELINE, pipeline_inputs, real_session, rank_of
+from rank_session import copy_session, rank_of
 from tfdarshan.logs.logdir import find_sessions
 from tfdarshan_tb import rank_data, rank_views, session_data, views
 
@@ -30,9 +30,9 @@ TIMES = ("read_time", "write_time", "meta_time", "data_time")
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory):
+def session(tmp_path_factory, pipeline_ranks):
     root = tmp_path_factory.mktemp("measures")
-    d = real_session(root, PIPELINE, pipeline_inputs(root, RANKS), RANKS)
+    d = copy_session(pipeline_ranks, root)
     [sess] = find_sessions(root / "logs")
     # the one-process reader over every rank's log, and the many-rank reader over the tables
     return d, session_data.SessionData(sess, None), rank_data.RankSessionData(sess)

@@ -23,7 +23,7 @@ import pytest
 from rank_session import PIPELINE, pipeline_inputs, real_session
 from tb_helpers import fetch, tensorboard
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.cost(35), pytest.mark.timeout(400)]
 
 REAL = 2
 # a line of -X importtime: "import time: <self us> | <cumulative us> | <module, indented by depth>"

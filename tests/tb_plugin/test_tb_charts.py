@@ -12,6 +12,8 @@ import tfdarshan
 from tfdarshan.logs.logdir import find_sessions
 from tb_helpers import ARTIFACTS, browser, open_tab, tensorboard
 
+pytestmark = pytest.mark.cost(30)
+
 # session names sort in this order; the tab opens the last
 MIXED, READ_ONLY, WRITE_ONLY = "2024_01_01_00_00_01", "2024_01_01_00_00_02", "2024_01_01_00_00_03"
 STEPS = 4

@@ -20,6 +20,8 @@ from tfdarshan.steps.series import read_parquet
 from tfdarshan_tb import downsample
 from tb_helpers import ARTIFACTS, browser, fetch, open_tab, tensorboard
 
+pytestmark = pytest.mark.cost(35)
+
 STEPS = 4000
 SPIKE = 2718                    # the one step that reads the large file
 SMALL, LARGE = 512, 3 << 20

@@ -19,6 +19,8 @@ from tb_helpers import ARTIFACTS, browser, fetch, open_tab, tensorboard
 from tf_training import dataset, model, profiled_custom_loop, write_tfrecords
 from tfdarshan_tb import views
 
+pytestmark = pytest.mark.cost(60)
+
 HOST = socket.gethostname()
 ROUTES = ["summary", "files", "steps", "histograms", "mounts", "timeline", "advice"]
 WAIT = 60          # seconds a browser test waits for the page to show what it asserts

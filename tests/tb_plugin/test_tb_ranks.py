@@ -21,8 +21,10 @@ from tfdarshan.analysis.analyze import analyze, rank_logs
 from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import find_sessions
 from tfdarshan.steps.series import read_parquet, write_parquet
-from rank_session import PIPELINE, RANKS_PER_NODE, pipeline_inputs, rank_of, real_session, scale, scaled_host
+from rank_session import RANKS_PER_NODE, rank_of, scale, scaled_host
 from tb_helpers import ARTIFACTS, browser, fetch, open_tab, show_run, tensorboard
+
+pytestmark = pytest.mark.cost(110)
 
 REAL, RANKS, FEW = 4, 64, 8
 DAMAGED = 2                             # the rank whose log the "damaged" run has cut short
@@ -49,9 +51,9 @@ def _single(src_log, logdir, run, stem, metadata, steps=None):
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory):
+def logdir(tmp_path_factory, pipeline_ranks):
     root = tmp_path_factory.mktemp("ranks_tab")
-    real = real_session(root / "real", PIPELINE, pipeline_inputs(root / "real", REAL), REAL)
+    real = pipeline_ranks               # (read only: every run below is a copy)
     logdir = root / "tb"
     many = _copy_session(real, logdir, "ranks64")
     scale(many, REAL, RANKS, host_of=scaled_host)

@@ -11,17 +11,19 @@ import re
 
 import pytest
 
-from rank_session import PIPELINE, pipeline_inputs, real_session, set_waits
+from rank_session import copy_session, set_waits
 from tb_helpers import ARTIFACTS, browser, open_tab, tensorboard
+
+pytestmark = pytest.mark.cost(30)
 
 FACTORS = {0: [0.10, 0.05, 0.05], 1: [0.10, 0.10, 0.05], 2: [0.05, 0.10, 0.10], 3: [2.5, 0.9, 0.8]}
 WAIT = 120
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory):
+def logdir(tmp_path_factory, pipeline_ranks):
     root = tmp_path_factory.mktemp("verdict")
-    d = real_session(root, PIPELINE, pipeline_inputs(root, 4), 4)
+    d = copy_session(pipeline_ranks, root)
     set_waits(d, FACTORS, 0.1, 0.02)           # rank 3's first step: more I/O time than wall time
     return root / "logs"
 

@@ -20,6 +20,8 @@ import tfdarshan
 from tb_helpers import free_port
 from places import WORKERS
 
+pytestmark = pytest.mark.cost(85)
+
 WORKER = WORKERS / "server_worker.py"
 READ = 4096        # each of the worker's reads (tests/workers/server_worker.py)
 CLOCKS = 0.01      # the shim's clock against time.time(), converted through the log's origin

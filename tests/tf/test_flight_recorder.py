@@ -27,7 +27,7 @@ from tfdarshan.capture.recorder import RECORDER
 from tfdarshan.capture.ring import Ring
 from tfdarshan.logs.logdir import find_sessions
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.cost(60), pytest.mark.timeout(300)]
 
 
 def _dumps(logdir):
@@ -172,9 +172,7 @@ for i in range(steps):
 
 
 def test_a_slow_step_gives_exactly_one_dump_with_the_slow_file(tmp_path):
-    why = slow_tier.unavailable()
-    if why:
-        pytest.skip(why)
+    slow_tier.skip_unless_available()
     from case_studies.slowfs import mounted
     data = tmp_path / "data"
     data.mkdir()

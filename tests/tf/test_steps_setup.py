@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 
 import tfdarshan
 from tfdarshan.measures import input_wait
@@ -22,6 +23,8 @@ from tfdarshan.logs.logdir import find_sessions, load_steps
 from tfdarshan.steps.series import AFTER_STEPS, SETUP_STEP
 from mpi_env import MPI_ENV, needs_mpi
 from places import WORKERS
+
+pytestmark = pytest.mark.cost(45)
 
 SLACK = 0.010        # two monotonic clocks read microseconds apart: a step sum may exceed fit by that
 

@@ -21,6 +21,8 @@ from tfdarshan.steps.series import AFTER_STEPS, SETUP_STEP, read_parquet
 from tf_training import dataset, model, profiled_custom_loop, write_tfrecords
 from places import WORKERS
 
+pytestmark = pytest.mark.cost(60)
+
 HOST = socket.gethostname()
 
 
