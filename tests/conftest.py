@@ -52,6 +52,16 @@ def pytest_configure(config):
         config.option.loadscopereorder = False
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test's captured output as UTF-8 text: a path that is not UTF-8 in a
+    log line (the hostile-name tests make such paths) must not stop xdist's
+    worker from sending the report (execnet refuses lone surrogates)."""
+    report = (yield).get_result()
+    report.sections = [(title, text.encode("utf-8", "backslashreplace").decode("utf-8"))
+                       for title, text in report.sections]
+
+
 def pytest_collection_modifyitems(config, items):
     """The longest files first (their `cost` marker: seconds measured in the
     suite), each file's tests in their own order: a long file that a worker

@@ -173,9 +173,12 @@ class IOPlugin(base_plugin.TBPlugin):
             started = time.monotonic()
 
             def say(line):
-                line = f"{time.monotonic() - started:.1f} s: {line}"
+                # paths that are not UTF-8 shown as \xNN: a log handler or a
+                # pipe that writes UTF-8 must not fail on a directory's name
+                line = session_data.display_path(f"{time.monotonic() - started:.1f} s: {line}")
                 stages.append(line)
-                logger.info("%s/%s%s: %s", session.run, session.name, f" ({host})" if host else "", line)
+                logger.info("%s: %s", session_data.display_path(
+                    f"{session.run}/{session.name}{f' ({host})' if host else ''}"), line)
             many = host is None and rank_data.is_many_ranks(session)
             try:
                 data = rank_data.RankSessionData(session, say) if many else session_data.SessionData(session, host, say)
@@ -211,8 +214,8 @@ class IOPlugin(base_plugin.TBPlugin):
                 return
             self._load(session, None)
         except Exception as e:      # the request that asks for it says what is wrong
-            logger.info("could not read the newest session ahead: %s", str(e).splitlines()[0] if str(e)
-                     else type(e).__name__)
+            logger.info("could not read the newest session ahead: %s",
+                        session_data.display_path(str(e).splitlines()[0] if str(e) else type(e).__name__))
 
     def _recommend_target(self, session):
         """What to hand `tfdarshan recommend` to find this session: the log

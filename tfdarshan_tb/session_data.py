@@ -148,7 +148,10 @@ def stored_advice(path: pathlib.Path) -> Tuple[Optional[Dict], Optional[str]]:
 
 def display_path(p: str) -> str:
     """A path as text: bytes that are not UTF-8 are shown as \\xNN."""
-    return os.fsencode(p).decode("utf-8", "backslashreplace")
+    try:
+        return os.fsencode(p).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:      # a lone surrogate that no byte escapes to
+        return p.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _file_table(snap: Snapshot, mounts: List[M.Mount], step_files: Optional[pd.DataFrame] = None) -> pd.DataFrame:
