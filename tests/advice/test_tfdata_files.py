@@ -19,12 +19,12 @@ from tb_helpers import fetch, tensorboard
 from tfdarshan.logs.logdir import find_sessions
 
 KIB = 1024
+pytestmark = pytest.mark.cost(35)
+
 SCRIPT = """
 import os, sys
 import numpy as np
 import tensorflow as tf
-
-pytestmark = pytest.mark.cost(35)
 root = sys.argv[1]
 
 

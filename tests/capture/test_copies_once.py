@@ -17,11 +17,11 @@ from tb_helpers import browser, fetch, open_tab, tensorboard
 from tfdarshan.logs.logdir import find_sessions, load_snapshot, load_steps
 
 MIB = 1 << 20
+pytestmark = pytest.mark.cost(25)
+
 SCRIPT = """
 import json, os, shutil, sys
 import tfdarshan
-
-pytestmark = pytest.mark.cost(25)
 big, small, out, record = sys.argv[1:5]
 with tfdarshan.step(0):
     shutil.copyfile(big, os.path.join(out, "big-copy.bin"))
