@@ -122,8 +122,42 @@ def test_beyond_the_budget_the_greedy_rule_is_used_said_and_never_loses_to_a_rul
     assert out["solver"].startswith("greedy") and "budget" in out["solver"]
     assert costs["size"].to_numpy()[out["chosen"]].sum() <= cap
     assert 0 <= out["critical_path"]["job_saving"] <= out["job_time"]
+    cp = out["critical_path"]
     for name, idx in rules.items():
-        assert out["critical_path"]["job_saving"] >= jm.saving(idx) - 1e-12, name
+        assert cp["job_saving"] >= jm.saving(idx) - tie_break_worth(cp) - 1e-12, name
+
+
+def tie_break_worth(f):
+    """At most what the tie-break may trade job time for: a plan's files
+    valued at their summed saving plus the straggler's, weighted as the
+    solver weighs them."""
+    return CP.TIE_BREAK * (f["summed_saving"] + CP.SLOWEST_FIRST * f["straggler_saving"])
+
+
+def test_a_rank_the_load_made_slowest_does_not_displace_the_stragglers_files():
+    """CI once staged none of the slow rank's files: the machine's load made
+    a fast rank the slowest by a hair, staging its files took microseconds
+    off the job, and the rule "files under 2 MB" (its files) replaced the
+    plan. Rank s waits 0.4 s on input; rank f computes 0.01 s longer."""
+    costs = pd.DataFrame({"path": [f"/slow/s{i}" for i in range(4)] + [f"/local/f{i}" for i in range(4)],
+                          "size": [1000] * 8, "saving": [0.1] * 4 + [25e-6] * 4, "meta_unit": 0.0,
+                          "read_unit": [0.1] * 4 + [30e-6] * 4})
+    sf = pd.DataFrame([{"path": p, "host": h, "step": 0, "module": "POSIX", "opens": 0, "stats": 0, "reads": 1}
+                       for p, h in zip(costs["path"], ["s"] * 4 + ["f"] * 4)])
+    steps = pd.DataFrame({"host": ["s", "f"], "step": [0, 0], "start": [0.0, 0.0], "end": [1.0, 1.01],
+                          "read_time": [0.4, 120e-6], "meta_time": 0.0, "io_wall": [0.4, 120e-6]})
+    jm = job_time.model(costs, steps, sf, np.arange(8), mode=job_time.OWN_PACE)
+    fast_ranks_files = np.arange(4, 8)
+    out = CP.plan(costs, jm, np.ones(8, bool), 4000, {"under_2mb": fast_ranks_files})
+    assert sorted(costs["path"][out["chosen"]]) == [f"/slow/s{i}" for i in range(4)]
+    cp, rule = out["critical_path"], out["rules"]["under_2mb"]
+    # rank f stays the slowest: the straggler's files take nothing off the job, rank f's files 4 x 25 us
+    assert cp["job_saving"] == 0.0 and rule["job_saving"] == pytest.approx(4 * 25e-6, rel=1e-6)
+    assert cp["straggler_saving"] == pytest.approx(0.4, rel=1e-6)
+    assert rule["job_saving"] - cp["job_saving"] <= tie_break_worth(cp)
+    text = CP.report(out)
+    assert "files under 2 MB would shorten the job more than the critical-path plan, by at most 100 µs" in text
+    assert "the rank that waited longest on input (400.0 ms by the plan)" in text
 
 
 SCRIPT = """

@@ -33,14 +33,16 @@ def job(tmp_path_factory):
     with SR.slow_tier(dirs[SR.SLOW_RANK], root / "slow") as mnt:
         where = [str(d) for d in dirs[:SR.SLOW_RANK]] + [str(mnt)]
         session = SR.run_job(root / "train.py", root / "logs", where, epochs=EPOCHS, staging_map=root / "staged.json")
+        files = [sorted(str(p) for p in d.iterdir()) for d in dirs[:SR.SLOW_RANK]]
+        files.append(sorted(os.path.join(mnt, f) for f in os.listdir(dirs[SR.SLOW_RANK])))
         yield {"root": root, "session": session, "slow": pathlib.Path(mnt), "env": env,
-               "slow_files": sorted(os.path.join(mnt, f) for f in os.listdir(dirs[SR.SLOW_RANK]))}
+               "files": files, "slow_files": files[SR.SLOW_RANK]}
 
 
-def slow_rank_figures(session: pathlib.Path):
-    """Rank 3's training steps, from its series with pandas: (step time, input wait) in seconds; a step's
+def rank_figures(session: pathlib.Path, rank: int):
+    """A rank's training steps, from its series with pandas: (step time, input wait) in seconds; a step's
     wait is the wall time a read or metadata call was in flight, never more than the step."""
-    [series] = session.glob(f"*.rank{SR.SLOW_RANK}.steps.parquet")
+    [series] = session.glob(f"*.rank{rank}.steps.parquet")
     s = pd.read_parquet(series)
     s = s[(s["step"] >= 0) & ~s["cut_by_window_end"]]
     length = (s["end"] - s["start"]).to_numpy()
@@ -57,13 +59,21 @@ def recommend(job, fast: pathlib.Path):
 
 
 def check(job, advice):
+    """Rank 3's files are staged: the straggler on input, whichever rank the
+    machine's load made the slowest. Only if the load made a fast rank wait
+    longer still (its reads preempted for over 0.2 s in all, against rank
+    3's floor of slowfs' sleeps) may its files be staged instead."""
     staged = {f["path"] for f in advice["files"]}
-    assert set(job["slow_files"]) <= staged, sorted(set(job["slow_files"]) - staged)
+    figures = [rank_figures(job["session"], r) for r in range(SR.RANKS)]
+    longest = max(range(SR.RANKS), key=lambda r: figures[r][1])
+    chosen = SR.SLOW_RANK if set(job["slow_files"]) <= staged or longest == SR.SLOW_RANK else longest
+    assert set(job["files"][chosen]) <= staged, sorted(set(job["files"][chosen]) - staged)
     assert len(staged) == len(job["slow_files"])          # the room holds rank 3's bytes and no more
-    time, wait = slow_rank_figures(job["session"])
+    # what staging one rank's files takes off the job: at most that rank's wait, and so its step time
+    time, wait = figures[chosen]
     predicted = advice["predicted_job_saving"]
     assert predicted is not None and 0 <= predicted <= wait + 1e-9 <= time + 1e-9, (predicted, wait, time)
-    assert advice["plans"]["ranks"] == SR.RANKS and advice["job"]["model"]["slowest_wait"] <= time
+    assert advice["plans"]["ranks"] == SR.RANKS and advice["job"]["model"]["slowest_wait"] <= max(t for t, _ in figures)
 
 
 def test_all_of_the_slow_ranks_files_are_staged_on_dev_shm(job, tmp_path):
