@@ -3,6 +3,7 @@
 #include "heat.h"
 
 #include <sched.h>
+#include <stdlib.h>
 
 #include "public.h"
 
@@ -14,7 +15,14 @@ void heat_init(void)
     tfd_clock_info clock;
     tfd_clock(&clock);
     heat_origin = (uint64_t)clock.origin_ticks;
-    tfd_heat_width = (uint64_t)(clock.ticks_per_second * 0.025);   /* 25 ms bins */
+    double seconds = 0.025;     /* 25 ms bins */
+    /* A test and debug knob, not a setting: narrower bins, so that a test
+     * can span the ring (HEAT_RING bins) in a second or two. Read once, at
+     * the first attach. */
+    const char *knob = getenv("TFDARSHAN_DEBUG_HEAT_BIN_US");
+    if (knob && atof(knob) > 0)
+        seconds = atof(knob) * 1e-6;
+    tfd_heat_width = (uint64_t)(clock.ticks_per_second * seconds);
     if (tfd_heat_width == 0)
         tfd_heat_width = 1;
 }

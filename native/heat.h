@@ -51,7 +51,8 @@ static inline void heat_add(heat_now *n, heat_ring *h, int kind, int64_t bytes, 
         heat_add_slow(n, h, kind, bytes, t1, t2);
 }
 
-/* bins of 25 ms from the clock's origin */
+/* bins of 25 ms from the clock's origin (TFDARSHAN_DEBUG_HEAT_BIN_US, a
+ * knob for tests only, makes them that many microseconds wide) */
 void heat_init(void) TFD_HIDDEN;
 uint64_t heat_bin_ticks(void) TFD_HIDDEN;
 /* Append a ring's bins from the oldest unreported to its newest (3 values
