@@ -17,8 +17,8 @@ void heat_init(void)
     heat_origin = (uint64_t)clock.origin_ticks;
     double seconds = 0.025;     /* 25 ms bins */
     /* A test and debug knob, not a setting: narrower bins, so that a test
-     * can span the ring (HEAT_RING bins) in a second or two. Read once, at
-     * the first attach. */
+     * can idle past HEAT_RING bins, or fill the ring, in a second. Read
+     * once, at the first attach. */
     const char *knob = getenv("TFDARSHAN_DEBUG_HEAT_BIN_US");
     if (knob && atof(knob) > 0)
         seconds = atof(knob) * 1e-6;

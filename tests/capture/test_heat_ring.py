@@ -82,7 +82,28 @@ SCRIPT = textwrap.dedent("""
     s3 = tfdarshan.snapshot()
     report["full"] = {"read": got, "heat": heat(s3) - heat(s2), "unbinned": unbinned(s3) - unbinned(s2)}
 
-    # 4. The bug's case: every bin reported (a snapshot), the thread idle
+    # 4. Drains racing a writer: another thread reads, idles past the span
+    # and reads again while this one takes snapshot after snapshot.
+    import threading
+    moved = []
+    def reader():
+        n, until = 0, time.monotonic() + 0.3
+        while time.monotonic() < until:
+            n += read(names[1])
+        time.sleep(gap)
+        until = time.monotonic() + 0.3
+        while time.monotonic() < until:
+            n += read(names[1])
+        moved.append(n)
+    t = threading.Thread(target=reader)
+    t.start()
+    while t.is_alive():
+        tfdarshan.snapshot()
+    t.join()
+    s4 = tfdarshan.snapshot()
+    report["racing"] = {"read": moved[0], "heat": heat(s4) - heat(s3), "unbinned": unbinned(s4) - unbinned(s3)}
+
+    # 5. The bug's case: every bin reported (a snapshot), the thread idle
     # past the ring's span, then a traced profile and its Darshan log.
     read_all()
     tfdarshan.snapshot()
@@ -137,6 +158,13 @@ def test_a_full_ring_counts_every_byte_once(ring_report):
     report, sizes = ring_report
     case = report["full"]
     assert case["read"] > 0 and case["read"] % 65536 == 0
+    assert case["heat"] + case["unbinned"] == case["read"]
+
+
+def test_drains_racing_a_writer_count_every_byte_once(ring_report):
+    report, sizes = ring_report
+    case = report["racing"]
+    assert case["read"] > 0 and case["read"] % 4096 == 0
     assert case["heat"] + case["unbinned"] == case["read"]
 
 
