@@ -124,6 +124,34 @@ def test_a_killed_flight_recorder_run_is_analysed_as_partial(tmp_path):
     assert np.array_equal(files.loc[[str(mine / f"part{i}.bin") for i in range(len(SIZES))], "bytes_read"], SIZES)
 
 
+def test_every_damaged_header_word_reads_back_or_is_refused(tmp_path):
+    """Each of the live log's header words set to values a damaged disk
+    gives (0, -1, huge, one word off): reading it gives its state, whole, or
+    refuses it with LiveFileError; never another exception (hypothesis once
+    found a zero row width that raised IndexError in joblog's recovery)."""
+    mine = data_for(tmp_path, "solo")
+    proc = start(tmp_path, ["--logdir", str(tmp_path / "logs"), "--flight-recorder", "30s"], mine, wait=True)
+    kill_once_collected(proc, tmp_path / "ready-solo")
+    (left,) = (tmp_path / "logs").glob(f"plugins/tfdarshan/*/*{live.SUFFIX}")
+    whole = left.read_bytes()
+    words = np.frombuffer(whole, dtype=np.int64)
+    damaged = tmp_path / f"damaged{live.SUFFIX}"
+    refused = 0
+    for word in range(live.H_ENDED_WALL + 1):
+        for value in {0, -1, 1 << 40, int(words[word]) + 8}:
+            bad = words.copy()
+            bad[word] = value
+            damaged.write_bytes(bad.tobytes())
+            try:
+                state = live.read(damaged, retries=1)
+            except live.LiveFileError:
+                refused += 1
+                continue
+            assert state.rows.shape == (len(state.index), len(state.identity["row_fields"])), (word, value)
+            assert len(state.paths) == len(state.ids) == len(state.index), (word, value)
+    assert refused > 0
+
+
 @pytest.mark.parametrize("args", [[], ["--steps", "5:6"], ["--flight-recorder", "30s"]])
 def test_a_process_that_ends_normally_leaves_no_live_log(tmp_path, args):
     # whole run, a --steps window never reached, the flight recorder (no log at exit)
