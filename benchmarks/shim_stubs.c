@@ -79,14 +79,21 @@ static ssize_t stub_pread_rsb(int fd, void *buf, size_t count, off_t offset)
     return (ssize_t)count;
 }
 
+/* Touch one byte every `stride` bytes of `bytes` from `at`: the stubs
+ * below that evict caches or TLB entries differ only in their region */
+static void touch(const volatile char *at, size_t bytes, size_t stride)
+{
+    long sum = 0;
+    for (size_t i = 0; i < bytes; i += stride)
+        sum += at[i];
+    __asm__ volatile("" ::"r"(sum));
+}
+
 static ssize_t stub_pread_evict(int fd, void *buf, size_t count, off_t offset)
 {
     (void)fd, (void)buf, (void)offset;
     static volatile char lines[32 << 10];
-    long sum = 0;
-    for (size_t i = 0; i < sizeof(lines); i += 64)
-        sum += lines[i];
-    __asm__ volatile("" ::"r"(sum));
+    touch(lines, sizeof(lines), 64);
     return (ssize_t)count;
 }
 
@@ -114,10 +121,7 @@ static ssize_t stub_pread_tlb(int fd, void *buf, size_t count, off_t offset)
 {
     (void)fd, (void)buf, (void)offset;
     static volatile char pages[256 << 12] __attribute__((aligned(4096)));
-    long sum = 0;
-    for (size_t i = 0; i < sizeof(pages); i += 4096)
-        sum += pages[i + 13 * 64];
-    __asm__ volatile("" ::"r"(sum));
+    touch(pages + 13 * 64, sizeof(pages) - 13 * 64, 4096);
     return (ssize_t)count;
 }
 
@@ -125,10 +129,7 @@ static ssize_t stub_pread_l2(int fd, void *buf, size_t count, off_t offset)
 {
     (void)fd, (void)buf, (void)offset;
     static volatile char lines[1 << 20];
-    long sum = 0;
-    for (size_t i = 0; i < sizeof(lines); i += 64)
-        sum += lines[i];
-    __asm__ volatile("" ::"r"(sum));
+    touch(lines, sizeof(lines), 64);
     return (ssize_t)count;
 }
 
