@@ -16,7 +16,7 @@ import pytest
 
 import tfdarshan
 from tfdarshan.analysis.analyze import read_table
-from tfdarshan.capture import counters as C, live
+from tfdarshan.capture import counters as C, live, live_reader
 from tfdarshan.logs import joblog
 from tfdarshan.logs.darshan_log import read_job_record
 
@@ -112,7 +112,7 @@ def test_a_killed_flight_recorder_run_is_analysed_as_partial(tmp_path):
     proc = start(tmp_path, ["--logdir", str(logdir), "--flight-recorder", "30s"], mine, wait=True)
     kill_once_collected(proc, tmp_path / "ready-solo")
     (left,) = logdir.glob(f"plugins/tfdarshan/*/*{live.SUFFIX}")
-    state = live.read(left)
+    state = live_reader.read(left)
     assert state.identity["metadata"]["source"] == "flight recorder" and state.identity["pid"] == proc.pid
     r = subprocess.run([sys.executable, "-m", "tfdarshan", "analyze", str(left.parent)], capture_output=True,
                        text=True, timeout=300)
@@ -143,8 +143,8 @@ def test_every_damaged_header_word_reads_back_or_is_refused(tmp_path):
             bad[word] = value
             damaged.write_bytes(bad.tobytes())
             try:
-                state = live.read(damaged, retries=1)
-            except live.LiveFileError:
+                state = live_reader.read(damaged, retries=1)
+            except live_reader.LiveFileError:
                 refused += 1
                 continue
             assert state.rows.shape == (len(state.index), len(state.identity["row_fields"])), (word, value)

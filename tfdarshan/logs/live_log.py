@@ -16,7 +16,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from tfdarshan.capture import _native, heatmap as H, live, mounts as M
+from tfdarshan.capture import _native, heatmap as H, live, live_reader, mounts as M
 from tfdarshan.capture.recorder import EXT_FIELDS, Recorder
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.logs import live_series
@@ -58,7 +58,7 @@ def recover(session_dir) -> Dict[str, List]:
                 _remove_unfinished(path.parent, stem)
             _remove(journal)
             path.unlink()
-        except (live.LiveFileError, TfdarshanError, OSError, ValueError, KeyError) as e:
+        except (live_reader.LiveFileError, TfdarshanError, OSError, ValueError, KeyError) as e:
             out["unreadable"].append({"log": path.name, "reason": str(e).replace(f"{path}: ", "")})
     # a journal whose process wrote its log (and died before removing the journal)
     for journal in pathlib.Path(session_dir).glob(f"*{live_series.SUFFIX}"):
@@ -72,7 +72,7 @@ def convert(path: pathlib.Path, target: pathlib.Path, journal: Optional[pathlib.
     """One live log as a Darshan log marked partial, and its step journal
     (when there is one) as the log's step series, written first: a reader
     that waits for the .darshan finds the series beside it."""
-    state = live.read(path)
+    state = live_reader.read(path)
     snap = to_snapshot(state)
     ident = state.identity
     when = datetime.datetime.fromtimestamp(state.refresh_wall).isoformat(timespec="seconds")
@@ -132,7 +132,7 @@ def recover_all(logdir) -> Dict[str, List]:
     return out
 
 
-def to_snapshot(state: live.LiveState):
+def to_snapshot(state: live_reader.LiveState):
     """The Snapshot of a live file's last refresh, as the process would have
     built it then (Darshan's counters from the same rows)."""
     clock = _native.Clock(*[state.identity["clock"][k] for k in ("origin_ticks", "ticks_per_second",
