@@ -256,6 +256,16 @@ def mapped_bytes(paths: pd.Series, mmap_bytes: pd.Series) -> Dict[str, int]:
     return {"mmap_bytes": int(v[~runtime].sum()), "runtime_mmap_bytes": int(v[runtime].sum())}
 
 
+def _runtime_mapped(step_files: pd.DataFrame, steps: pd.Series) -> np.ndarray:
+    """Per step, the bytes read through mmap of the MPI runtime's own
+    segments (mapped_bytes' runtime part), which the step chart's mmap
+    series leaves out as the card does."""
+    if step_files.empty or "mmap_bytes" not in step_files or "path" not in step_files:
+        return np.zeros(len(steps), np.int64)
+    r = step_files[TI.reasons(step_files["path"]) == TI.RUNTIME]
+    return r.groupby("step")["mmap_bytes"].sum().reindex(steps.to_numpy()).fillna(0).to_numpy(np.int64)
+
+
 # the verdict's and the step chart's per-step series (steps, flags and notes aside)
 VERDICT_SERIES = ["duration", "file_io", "other_input", "compute"]
 STEP_SERIES = ["duration", "bytes_read", "bytes_written", "ops", T.DATA_TIME, T.META_TIME, "bandwidth",
@@ -284,7 +294,7 @@ def steps(d: SessionData, width: Optional[int] = None) -> Dict:
            "ops": (st["reads"] + st["writes"]).tolist(), **step_figures(st), "mounts": {},
            # beyond Darshan's counters: what kernel-side copies moved, what mappings brought in (an estimate)
            "copy_bytes": st[list(K.STEP_COPY_COLUMNS)].sum(axis=1).astype(np.int64).tolist(),
-           "mmap_bytes": st["mmap_bytes"].tolist()}
+           "mmap_bytes": (st["mmap_bytes"] - _runtime_mapped(d.step_files, st["step"])).clip(lower=0).tolist()}
     sf = d.step_files
     if not sf.empty:
         sf = sf[sf["step"].isin(st["step"]) & ~(sf["path"].isin(M.STREAM_PATHS) if "path" in sf else False)]

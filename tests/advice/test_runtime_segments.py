@@ -16,7 +16,7 @@ import pytest
 
 from tb_helpers import fetch, tensorboard
 from mpi_env import MPI_ENV, needs_mpi
-from tfdarshan.logs.logdir import find_sessions, load_snapshot
+from tfdarshan.logs.logdir import find_sessions, load_snapshot, load_steps
 
 SCRIPT = """
 import sys
@@ -112,7 +112,18 @@ def test_the_tabs_mmap_card_counts_data_only_and_says_the_runtimes_apart(job):
     q = urllib.parse.urlencode({"run": s.run, "session": s.name})
     with tensorboard(job["logdir"]) as url:
         status, _, body = fetch(url, "/data/plugin/tfdarshan/summary?" + q)
-    assert status == 200, body[:300]
-    card = json.loads(body)
+        assert status == 200, body[:300]
+        card = json.loads(body)
+        # one rank's view has the per-step mmap series (the ranks' chart sums no mapped bytes)
+        host = sorted(s.hosts)[0]
+        status, _, body = fetch(url, "/data/plugin/tfdarshan/steps?" + urllib.parse.urlencode(
+            {"run": s.run, "session": s.name, "host": host}))
     assert card["mmap_bytes"] == int(extra.loc[~runtime, "MMAP_BYTES"].sum())
     assert card["runtime_mmap_bytes"] == int(extra.loc[runtime, "MMAP_BYTES"].sum())
+    # the per-step chart's mmap series, the same way: per training step, the data's mapped bytes only
+    assert status == 200, body[:300]
+    chart = json.loads(body)
+    _, files = load_steps(s, host)
+    data = files[(files["step"] >= 0) & ~files["path"].map(lambda x: "vader_segment" in x or "pmix" in x)]
+    expected = data.groupby("step")["mmap_bytes"].sum()
+    assert chart["mmap_bytes"] == [int(expected.get(step, 0)) for step in chart["steps"]]

@@ -274,7 +274,7 @@ def test_fuzzed_step_series_load_or_refuse(world, kind):
     query = urllib.parse.urlencode({"run": world.run, "session": world.session})
     outcomes = {"loaded": 0, "refused": 0}
 
-    @settings(max_examples=120, **FUZZ)
+    @settings(max_examples=60, **FUZZ)           # the same 60 every run (derandomized: tests/conftest.py)
     @given(mutated_bytes(good))
     def check(data):
         path.write_bytes(data)
