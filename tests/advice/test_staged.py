@@ -268,6 +268,55 @@ def test_a_run_that_served_nothing_says_so_and_keeps_its_status(tmp_path):
     assert len(lines) == 1 and "1 copy missing" in lines[0], p.stderr
 
 
+CHANGES_A_SOURCE = """
+import os, sys
+# the source's mtime changes after serving started and before its first open
+os.utime(sys.argv[1], ns=(0, 123_456_789))
+with open(sys.argv[1], "rb") as f:
+    print(f.read(1).decode())
+"""
+
+
+@pytest.mark.parametrize("check", ["first-use", "ahead"])
+def test_staged_check_first_use_or_ahead(tmp_path, check):
+    """--staged-check: at its first open (the default) a source changed
+    since the run started is read from itself; checked ahead, before the
+    script started, it was unchanged then, and its copy is served (what the
+    docs say ahead gives up). Decided by what the script read and the
+    served table's state, never by time."""
+    env = {**os.environ, "TFDARSHAN_STAGING_MAP": str(tmp_path / "map" / "staged.json")}
+    env.pop("TFDARSHAN_STAGED_CHECK", None)
+    os.environ["TFDARSHAN_STAGING_MAP"] = env["TFDARSHAN_STAGING_MAP"]
+    root = None
+    try:
+        sources, copies, mpath, root = stage_files(tmp_path, ["later"], env)
+        script = tmp_path / "changes.py"
+        script.write_text(CHANGES_A_SOURCE)
+        p = subprocess.run(tfdarshan_cmd("run", "--logdir", str(tmp_path / "logs"), "--staged-check", check,
+                                         "--staged", str(script), sources["later"]),
+                           env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        os.environ.pop("TFDARSHAN_STAGING_MAP", None)
+        if root:
+            shutil.rmtree(root, ignore_errors=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    log = next((tmp_path / "logs" / "plugins" / "tfdarshan").glob("*/*.darshan"))
+    state = served.frame(served.read_beside(log)).set_index("path").loc[sources["later"], "state"]
+    if check == "first-use":
+        assert (p.stdout.strip(), state) == ("S", "source changed")
+    else:
+        assert (p.stdout.strip(), state) == ("C", "serving")
+
+
+def test_staged_check_needs_staged(tmp_path):
+    script = tmp_path / "nothing.py"
+    script.write_text("pass\n")
+    p = subprocess.run(tfdarshan_cmd("run", "--logdir", str(tmp_path / "logs"), "--staged-check", "ahead",
+                                     str(script)), capture_output=True, text=True, timeout=300)
+    said = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and said == ["tfdarshan run: error: --staged-check: needs --staged"], p.stderr
+
+
 TF_WORKER = """
 import json, sys
 import tensorflow as tf

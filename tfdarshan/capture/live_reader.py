@@ -74,7 +74,8 @@ def _check_layout(data: bytes, words: np.ndarray, identity: Dict) -> None:
     if row != len(identity["row_fields"]) or vals != int(identity["values_max"]) or cap < 0:
         raise ValueError(f"its header does not match its identity (capacity {cap}, row {row}, values {vals})")
     area = cap * (row + 2 * vals * 2) * 8
-    regions = {"slots": (int(words[H_SLOTS_AT]), cap * SLOT_WORDS * 8), "heap": (int(words[H_HEAP_AT]), int(words[H_HEAP])),
+    regions = {"slots": (int(words[H_SLOTS_AT]), cap * SLOT_WORDS * 8),
+               "heap": (int(words[H_HEAP_AT]), int(words[H_HEAP])),
                "area 0": (int(words[H_AREA0]), area), "area 1": (int(words[H_AREA1]), area)}
     for name, (at, size) in regions.items():
         if at < 0 or size < 0 or at % 8 or at + size > len(data):

@@ -26,7 +26,15 @@ path ending in .json right after --staged). A source is served only while
 it has the size and mtime it had when staged (checked at its first use);
 writes, directories and any error on the copy go to the source. Launchers
 set TFDARSHAN_STAGED (all, or a manifest's path) instead. A run that served
-none says so on stderr; the exit status is still the script's."""
+none says so on stderr; the exit status is still the script's.
+
+The first-use check is one metadata request to each source's storage,
+inside the training steps that first open it: on a slow shared tier it
+takes back part of what staging saves in a job's first epoch
+(benchmarks/bench_staged_check.py). --staged-check ahead (or
+TFDARSHAN_STAGED_CHECK=ahead) checks every source before the script starts
+instead, as staged_paths() does; a source changed between that check and
+its first open is then not seen."""
 from __future__ import annotations
 
 import argparse
@@ -52,6 +60,9 @@ def add_parser(sub) -> None:
     p.add_argument("--children", action="store_true", help="attach in Python child processes too")
     p.add_argument("--staged", nargs="?", const="all", metavar="MANIFEST", type=path_arg,
                    help="serve the staged copies this node holds (of MANIFEST) in place of their sources")
+    p.add_argument("--staged-check", choices=["first-use", "ahead"], default=None,
+                   help="check each staged source at its first open (default) or all of them before the script "
+                        "starts (ahead: off the training steps)")
     fr = p.add_argument_group("flight recorder (leave it on in production)")
     fr.add_argument("--flight-recorder", metavar="DURATION", type=duration_arg,
                     help="keep the last DURATION (e.g. 120s) of I/O and write it when a step is slow or on SIGUSR2")
@@ -88,8 +99,8 @@ def normalize_argv(argv: List[str]) -> List[str]:
     return out
 
 
-VALUE_OPTIONS = {"--logdir", "--steps", "--flight-recorder", "--slow-factor", "--dump-gap", "--max-dumps",
-                 "--ring-memory", "-m"}
+VALUE_OPTIONS = {"--logdir", "--steps", "--staged-check", "--flight-recorder", "--slow-factor", "--dump-gap",
+                 "--max-dumps", "--ring-memory", "-m"}
 
 
 def parse_steps(text):
@@ -194,6 +205,11 @@ def staged_spec(value: Optional[str]) -> Optional[str]:
 def run(args: argparse.Namespace) -> int:
     steps = parse_steps(args.steps)
     staged_spec(args.staged)
+    if args.staged_check is not None:
+        if args.staged is None:
+            raise TfdarshanError("--staged-check: needs --staged")
+        # the environment, so that child processes check the same way
+        os.environ["TFDARSHAN_STAGED_CHECK"] = args.staged_check
     flight = flight_policy(args)
     # refused before attaching: a mistake must not leave a log behind
     if os.path.exists(args.logdir) and not os.path.isdir(args.logdir):
