@@ -36,6 +36,12 @@ for step in range(3):
 pytestmark = [pytest.mark.cost(30), needs_mpi]
 
 
+def is_runtime(path: str) -> bool:
+    """The test's own list of the runtime's files: Open MPI's shared-memory
+    segments and PMIx's."""
+    return "vader_segment" in path or "pmix" in path
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     root = tmp_path_factory.mktemp("runtime")
@@ -50,7 +56,7 @@ def job(tmp_path_factory):
     assert p.returncode == 0, p.stderr[-3000:]
     (s,) = find_sessions(logdir)
     paths = set(load_snapshot(s).posix["path"])
-    runtime = {x for x in paths if "vader_segment" in x or "pmix" in x}
+    runtime = {x for x in paths if is_runtime(x)}
     if not any("vader_segment" in x for x in runtime):
         pytest.skip("this Open MPI mapped no vader segment (another shared-memory transport)")
     return {"root": root, "logdir": logdir, "session": s, "data": [str(x) for x in data], "runtime": runtime}
@@ -107,7 +113,7 @@ def test_the_tabs_mmap_card_counts_data_only_and_says_the_runtimes_apart(job):
     the logs' own rows, split by the test's own list of runtime paths."""
     s = job["session"]
     extra = load_snapshot(s).extra
-    runtime = extra["path"].map(lambda x: "vader_segment" in x or "pmix" in x)
+    runtime = extra["path"].map(is_runtime)
     assert extra.loc[runtime, "MMAP_BYTES"].sum() > 0          # Open MPI mapped its segments
     q = urllib.parse.urlencode({"run": s.run, "session": s.name})
     with tensorboard(job["logdir"]) as url:
@@ -124,6 +130,6 @@ def test_the_tabs_mmap_card_counts_data_only_and_says_the_runtimes_apart(job):
     assert status == 200, body[:300]
     chart = json.loads(body)
     _, files = load_steps(s, host)
-    data = files[(files["step"] >= 0) & ~files["path"].map(lambda x: "vader_segment" in x or "pmix" in x)]
+    data = files[(files["step"] >= 0) & ~files["path"].map(is_runtime)]
     expected = data.groupby("step")["mmap_bytes"].sum()
     assert chart["mmap_bytes"] == [int(expected.get(step, 0)) for step in chart["steps"]]

@@ -49,23 +49,25 @@ def plan(costs, jm: JobModel, stageable: np.ndarray, capacity: int, rules: Dict[
     savings = costs["saving"].to_numpy(np.float64)
     candidates = jm.candidates
     started = time.perf_counter()
-    # the tie-break's value of a file: what it takes off the slowest rank first, then its saving in calls
-    value = savings[candidates] + SLOWEST_FIRST * jm.slowest_saving()
-    x, how = solve(jm, sizes[candidates], value, capacity)
+    # per file (0 for a file no plan may stage): what staging it takes off the rank that waited longest, and
+    # the tie-break's value of it: that first, then its saving in calls
+    straggler = np.zeros(len(sizes))
+    straggler[candidates] = jm.slowest_saving()
+    value = np.zeros(len(sizes))
+    value[candidates] = savings[candidates] + SLOWEST_FIRST * straggler[candidates]
+    x, how = solve(jm, sizes[candidates], value[candidates], capacity)
     cp = np.sort(candidates[x > 0.5])
     now = jm.job_time(np.zeros(len(candidates)))
-    value_of_file = np.zeros(len(sizes))
-    value_of_file[candidates] = value
 
     def figures(chosen: np.ndarray) -> Dict:
         chosen = np.asarray(chosen, dtype=np.int64)
         return {"files": int(len(chosen)), "bytes": int(sizes[chosen].sum()),
                 "job_saving": now - jm.job_time(jm.x_of(chosen)), "summed_saving": float(savings[chosen].sum()),
-                "straggler_saving": float(jm.slowest_saving() @ jm.x_of(chosen)) if len(candidates) else 0.0}
+                "straggler_saving": float(straggler[chosen].sum())}
 
     def worth(f: Dict, chosen) -> float:
         """What the solver maximises: job time, then the tie-break (the straggler first, then calls)."""
-        return f["job_saving"] + TIE_BREAK * float(value_of_file[np.asarray(chosen, dtype=np.int64)].sum())
+        return f["job_saving"] + TIE_BREAK * float(value[np.asarray(chosen, dtype=np.int64)].sum())
     rule_figures = {name: figures(idx) for name, idx in rules.items()}
     # never worse than a rule in the solver's own measure (a heuristic's plan can lose to one); a rule
     # shortening the job by less than the tie-break is worth does not displace the straggler's files: once
