@@ -39,7 +39,8 @@ HERE = pathlib.Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from intervals import median_interval  # noqa: E402
 
-VARIANTS = ("shipped", "copy", "prefetch", "clock only", "counting only", "lookups only", "lfence+rdtsc", "rdtscp")
+VARIANTS = ("shipped", "copy", "prefetch", "clock only", "counting only", "lookups only", "lfence+rdtsc", "rdtscp",
+            "copy, jmp back", "lookups, jmp back")
 ORIGINALS = {0: "the real pread (cached, 4 KiB)", 1: "a stub that returns at once",
              2: "a stub that enters the kernel (getppid)", 3: "a stub that copies 4 KiB",
              4: "a stub that fills the return-stack predictor", 5: "a stub that reads 32 KiB (L1 data)",

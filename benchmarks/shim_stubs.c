@@ -30,6 +30,7 @@
  * part taken out, added or changed (VARIANTS below). */
 #include "attach.h"
 #include "fdmap.h"
+#include "jump_return.h"
 #include "rules_posix.h"
 #include "threads.h"
 #include "wrappers.h"
@@ -243,11 +244,47 @@ VARIANT(v_lookup_only, NOTHING, 0, 0, sink = (ahead != NULL) + (int64_t)(t2 - t1
 VARIANT(v_lfence, NOTHING, ticks_fenced(), ticks_fenced(), COUNT)
 VARIANT(v_rdtscp, NOTHING, ticks_rdtscp(), ticks_rdtscp(), COUNT)
 
+/* The same wrappers, back by an indirect jump instead of `ret` whatever
+ * the kernel's mitigation (jump_return.h; the shipped wrapper jumps only
+ * where the kernel says Safe RET) */
+#if defined(__x86_64__)
+#define JMP_RETURN(r) return tfd_return_by_jump((r), __builtin_return_address(0))
+#else
+#define JMP_RETURN(r) return (r)
+#endif
+#define VARIANT_JMP(name, BEFORE, T1, T2, RECORD)                              \
+    __attribute__((flatten)) static ssize_t name(int fd, void *buf, size_t n, off_t off) \
+    {                                                                        \
+        tfd_rec *rec;                                                        \
+        if (IDLE() || !(rec = tfd_posix_record(fd)) || rec == EXCLUDED)      \
+            return tfd_real_pread(fd, buf, n, off);                          \
+        void *ahead = tfd_posix_data_ahead(rec);                             \
+        BEFORE;                                                              \
+        uint64_t t1 = T1;                                                    \
+        ssize_t r = tfd_real_pread(fd, buf, n, off);                         \
+        uint64_t t2 = T2;                                                    \
+        if (r >= 0) {                                                        \
+            RECORD;                                                          \
+        }                                                                    \
+        JMP_RETURN(r);                                                       \
+    }
+VARIANT_JMP(v_copy_jmp, NOTHING, tfd_ticks(), tfd_ticks(), COUNT)
+VARIANT_JMP(v_lookup_only_jmp, NOTHING, 0, 0, sink = (ahead != NULL) + (int64_t)(t2 - t1))
+
+/* the shipped wrappers' choice (jump_return.h), switched for an A/B in one process */
+int tfd_bench_set_jump_return(int on)
+{
+    int was = tfd_jump_return;
+    tfd_jump_return = on != 0;
+    return was;
+}
+
 /* 0: the shipped wrapper; then the variants above, in order */
 void *tfd_bench_variant(int v)
 {
     void *variants[] = {NULL, (void *)v_copy, (void *)v_prefetch, (void *)v_clock_only, (void *)v_count_no_clock,
-                        (void *)v_lookup_only, (void *)v_lfence, (void *)v_rdtscp};
+                        (void *)v_lookup_only, (void *)v_lfence, (void *)v_rdtscp,
+                        (void *)v_copy_jmp, (void *)v_lookup_only_jmp};
     if (v == 0)
         return tfd_bench_wrapper("pread");
     if (v < 0 || v >= (int)(sizeof(variants) / sizeof(variants[0])))
