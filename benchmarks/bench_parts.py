@@ -45,7 +45,8 @@ ORIGINALS = {0: "the real pread (cached, 4 KiB)", 1: "a stub that returns at onc
              2: "a stub that enters the kernel (getppid)", 3: "a stub that copies 4 KiB",
              4: "a stub that fills the return-stack predictor", 5: "a stub that reads 32 KiB (L1 data)",
              6: "a stub that runs 64 KiB of code (L1 instructions)", 7: "a stub that takes 4,096 branches (BTB)",
-             8: "a stub that touches 256 pages (data TLB)", 9: "a stub that reads 1 MiB (L2)"}
+             8: "a stub that touches 256 pages (data TLB)", 9: "a stub that reads 1 MiB (L2)",
+             10: "a stub that calls the real pread for 64 bytes", 11: "a stub that enters the kernel, then copies 4 KiB"}
 
 
 def interval(values) -> str:

@@ -19,7 +19,9 @@
  *      target buffer holds), in 16 KiB of code;
  *   8  touch one line in each of 256 pages of their own (four times the
  *      first-level data TLB), all at one offset, so few cache sets move;
- *   9  read 1 MiB of memory of their own (the L2 cache's size).
+ *   9  read 1 MiB of memory of their own (the L2 cache's size);
+ *  10  the real pread, asked for 64 bytes (the kernel's read path, a small copy);
+ *  11  enter the kernel and leave (getppid), then copy 4 KiB as 3 does.
  * tfd_bench_stub(0) puts the originals back. tfd_bench_wrapper gives a
  * wrapper's address and tfd_bench_stub_function the stub's, to call them
  * directly. The wrappers are unchanged.
@@ -136,7 +138,23 @@ static ssize_t stub_pread_l2(int fd, void *buf, size_t count, off_t offset)
 
 static const char *const stubbed[3] = {"pread", "pread64", "fread"};
 static void *saved[3];
-#define STUB_KINDS 10
+
+/* the kernel's whole read path with a 64-byte copy: the real pread (the
+ * original saved when the stubs went in), asked for 64 bytes */
+static ssize_t stub_pread_small(int fd, void *buf, size_t count, off_t offset)
+{
+    ssize_t (*real)(int, void *, size_t, off_t) = (ssize_t(*)(int, void *, size_t, off_t))saved[0];
+    ssize_t r = real(fd, buf, count < 64 ? count : 64, offset);
+    return r < 0 ? r : (ssize_t)count;
+}
+
+/* a kernel entry and exit and a 4 KiB copy, as a cached read's, without the read's code in between */
+static ssize_t stub_pread_kernel_copy(int fd, void *buf, size_t count, off_t offset)
+{
+    syscall(SYS_getppid);
+    return stub_pread_copy(fd, buf, count, offset);
+}
+#define STUB_KINDS 12
 static int kind_now;
 
 static void *pread_stub(int kind)
@@ -144,7 +162,7 @@ static void *pread_stub(int kind)
     void *stubs[STUB_KINDS] = {(void *)stub_pread, (void *)stub_pread, (void *)stub_pread_kernel,
                                (void *)stub_pread_copy, (void *)stub_pread_rsb, (void *)stub_pread_evict,
                                (void *)stub_pread_icache, (void *)stub_pread_btb, (void *)stub_pread_tlb,
-                               (void *)stub_pread_l2};
+                               (void *)stub_pread_l2, (void *)stub_pread_small, (void *)stub_pread_kernel_copy};
     return stubs[kind];
 }
 
@@ -274,9 +292,7 @@ VARIANT_JMP(v_lookup_only_jmp, NOTHING, 0, 0, sink = (ahead != NULL) + (int64_t)
 /* the shipped wrappers' choice (jump_return.h), switched for an A/B in one process */
 int tfd_bench_set_jump_return(int on)
 {
-    int was = tfd_jump_return;
-    tfd_jump_return = on != 0;
-    return was;
+    return jump_return_set(on);
 }
 
 /* 0: the shipped wrapper; then the variants above, in order */

@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 
+#include "public.h"
+
 int tfd_jump_return;
 static int decided;
 
@@ -67,4 +69,21 @@ void jump_return_init(void)
     tfd_jump_return = want && !shadow_stack_on();
 #endif
     decided = 1;
+}
+
+int jump_return_set(int on)
+{
+    int was = tfd_jump_return;
+#if defined(__x86_64__)
+    tfd_jump_return = on && !shadow_stack_on();
+#else
+    (void)on;
+#endif
+    decided = 1;
+    return was;
+}
+
+int tfd_returns_by_jump(void)
+{
+    return tfd_jump_return;
 }

@@ -27,6 +27,9 @@ extern int tfd_jump_return TFD_HIDDEN;
 
 /* decide once (the first attach) */
 void jump_return_init(void) TFD_HIDDEN;
+/* set the choice, returning the previous one (benchmarks/shim_stubs.c, for
+ * an A/B of the shipped wrappers in one process); 1 never under a shadow stack */
+int jump_return_set(int on) TFD_HIDDEN;
 
 #if defined(__x86_64__)
 /* Return r to `to` by a jump, when `to` is the return address on top of
