@@ -55,7 +55,9 @@ static int kernel_says_safe_ret(void)
     if (!fgets(line, sizeof(line), f))
         line[0] = 0;
     fclose(f);
-    return strncmp(line, "Mitigation: Safe RET", 20) == 0;
+    /* "Mitigation: Safe RET", or "Vulnerable: Safe RET, no microcode" (the
+     * thunk without the microcode's IBPB): the kernel returns through it */
+    return strstr(line, "Safe RET") != NULL;
 }
 #endif
 

@@ -1,10 +1,12 @@
 /* How a data wrapper goes back to its caller after the system call.
  *
  * A kernel that returns through AMD's Safe RET thunk (the SRSO mitigation
- * of Zen 3 and 4: sysfs says "spec_rstack_overflow: Mitigation: Safe RET")
- * pushes one return-stack entry per function it returns from and pops
- * none, so a system call leaves the CPU's return-stack predictor holding
- * only kernel addresses. Every `ret` after it to a frame made before it is
+ * of Zen 3 and 4: sysfs's spec_rstack_overflow says "Safe RET") makes each
+ * of its own returns a call into the thunk, which then skips the thunk's
+ * return address: every kernel function it returns from leaves one entry
+ * more on the CPU's return-stack predictor than it takes. A read's path
+ * through the kernel so overwrites the whole return stack (32 entries on
+ * Zen 3), and every `ret` after the call to a frame made before it is
  * mispredicted: libc's own (which a program pays without us) and then our
  * wrapper's (about 7-9 ns here; benchmarks/bench_parts.py). There, the
  * data wrappers go back by an indirect jump, which the indirect-branch
