@@ -20,7 +20,7 @@
    fill the return-stack predictor, as the kernel does on its way out; read
    32 KiB, the size of the L1 data cache). Where the wrappers go back to
    their caller by a jump (native/jump_return.h), the pread wrapper around
-   the real pread each way, switched between samples.
+   the real pread each way, switched between samples, and with the trace on.
 3. The clock's floor: two reads of the shim's clock (rdtsc), the least a
    timed call can cost on this machine.
 4. What not timing freads served from the FILE buffer would take out of
@@ -283,6 +283,15 @@ def jump_back_ab(shim, ffi, loop, fd, real_pread, rounds) -> None:
     print(f"pread around the real pread, back by a jump (this host's choice): added {spread(by_jump)}")
     print(f"pread around the real pread, back by ret: added {spread(by_ret)}")
     print(f"  jump - ret, paired: {spread(saved)}")
+    shim.tfd_set_trace(1, 256 << 20)
+    try:
+        traced = []
+        for _ in range(rounds):
+            pairs = [(once(real_pread, 1), once(wrapper, 1)) for _ in range(15)]
+            traced.append(statistics.median(b - a for a, b in pairs))
+    finally:
+        shim.tfd_set_trace(0, 256 << 20)
+    print(f"pread around the real pread with the trace on, back by a jump: added {spread(traced)}")
 
 
 # ------------------------------------------------------------ staged copies
