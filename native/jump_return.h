@@ -44,7 +44,7 @@ ssize_t tfd_return_by_jump(ssize_t r, void *to) TFD_HIDDEN;
  * be in tail position, so the compiler makes it a sibling call (jmp) */
 #define RETURN_AFTER_KERNEL(r)                                               \
     do {                                                                     \
-        if (TFD_LIKELY(tfd_jump_return))                                     \
+        if (tfd_jump_return)                                                 \
             return tfd_return_by_jump((r), __builtin_return_address(0));     \
         return (r);                                                          \
     } while (0)
