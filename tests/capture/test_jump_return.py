@@ -3,7 +3,8 @@ go back to their caller by an indirect jump instead of `ret`
 (native/jump_return.h). Both ways must hand back the same values, errno and
 data, and count the same: checked in a fresh process for each setting of
 TFDARSHAN_DEBUG_RETURN_BY_JUMP, and with it unset (the host's own choice,
-predicted here from sysfs)."""
+predicted here from sysfs); and the compiler must have made every data
+wrapper's way back a sibling call, or the jump saves nothing."""
 import json
 import os
 import platform
@@ -100,3 +101,32 @@ def test_both_ways_back_give_the_same_outcomes_and_counts(tmp_path, knob):
     else:
         safe_ret = SRSO.exists() and "Safe RET" in SRSO.read_text()
         assert got["jump"] == int(safe_ret)
+
+
+DATA_WRAPPERS = {"read", "__read_chk", "pread", "pread64", "__pread_chk", "__pread64_chk", "readv", "preadv",
+                 "preadv64", "preadv2", "preadv64v2", "write", "pwrite", "pwrite64", "writev", "pwritev",
+                 "pwritev64", "pwritev2", "pwritev64v2"}
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the jump back exists on x86-64 only")
+def test_every_data_wrapper_reaches_the_jump_by_a_sibling_call():
+    """The jump back saves anything only if the compiler made the wrapper's
+    last call a jmp (a call would still return r, through the helper's
+    plain ret, and save nothing)."""
+    import shutil
+    import tfdarshan._native_shim as shim_module
+    if shutil.which("objdump") is None:
+        pytest.skip("objdump (binutils) is needed to read the shim's code")
+    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", shim_module.__file__], capture_output=True,
+                          text=True, check=True).stdout
+    if "<tfd_w_pread>:" not in text:
+        pytest.skip("the shim's symbols are stripped")
+    jumps, calls, function = set(), set(), None
+    for line in text.splitlines():
+        if line.endswith(">:"):
+            function = line.split("<", 1)[1][:-2]
+        elif "<tfd_return_by_jump>" in line:
+            name = function.removeprefix("tfd_w_") if function else None
+            (jumps if "\tjmp " in line else calls if "\tcall " in line else set()).add(name)
+    assert jumps == DATA_WRAPPERS
+    assert not calls
