@@ -53,7 +53,8 @@ ORIGINALS = {0: "the real pread (cached, 4 KiB)", 1: "a stub that returns at onc
              8: "a stub that touches 256 pages (data TLB)", 9: "a stub that reads 1 MiB (L2)",
              10: "a stub that calls the real pread for 64 bytes", 11: "a stub that enters the kernel, then copies 4 KiB",
              12: "a stub that calls the real pread, then loads the counting's data lines",
-             13: "a stub that enters the kernel, then reads 32 KiB (L1 data)"}
+             13: "a stub that enters the kernel, then reads 32 KiB (L1 data)",
+             14: "a stub that enters the kernel, then runs 64 KiB of code (L1 instructions)"}
 
 
 def interval(values) -> str:

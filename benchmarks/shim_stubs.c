@@ -24,7 +24,8 @@
  *  11  enter the kernel and leave (getppid), then copy 4 KiB as 3 does;
  *  12  the real pread, then load every data line the counting after it
  *      touches (so they are in L1 when the wrapper counts);
- *  13  enter the kernel and leave (getppid), then read 32 KiB as 5 does.
+ *  13  enter the kernel and leave (getppid), then read 32 KiB as 5 does;
+ *  14  enter the kernel and leave (getppid), then run 64 KiB of code as 6 does.
  * tfd_bench_stub(0) puts the originals back. tfd_bench_wrapper gives a
  * wrapper's address and tfd_bench_stub_function the stub's, to call them
  * directly. The wrappers are unchanged.
@@ -195,7 +196,15 @@ static ssize_t stub_pread_kernel_evict(int fd, void *buf, size_t count, off_t of
     syscall(SYS_getppid);
     return stub_pread_evict(fd, buf, count, offset);
 }
-#define STUB_KINDS 14
+
+/* getppid, then 64 KiB of straight-line code of their own run (twice the
+ * L1 instruction cache): a kernel entry whose caller's instructions are gone */
+static ssize_t stub_pread_kernel_icache(int fd, void *buf, size_t count, off_t offset)
+{
+    syscall(SYS_getppid);
+    return stub_pread_icache(fd, buf, count, offset);
+}
+#define STUB_KINDS 15
 static int kind_now;
 
 static void *pread_stub(int kind)
@@ -204,7 +213,8 @@ static void *pread_stub(int kind)
                                (void *)stub_pread_copy, (void *)stub_pread_rsb, (void *)stub_pread_evict,
                                (void *)stub_pread_icache, (void *)stub_pread_btb, (void *)stub_pread_tlb,
                                (void *)stub_pread_l2, (void *)stub_pread_small, (void *)stub_pread_kernel_copy,
-                               (void *)stub_pread_then_lines, (void *)stub_pread_kernel_evict};
+                               (void *)stub_pread_then_lines, (void *)stub_pread_kernel_evict,
+                               (void *)stub_pread_kernel_icache};
     return stubs[kind];
 }
 
