@@ -125,6 +125,8 @@ def main(argv=None) -> int:
                 print(f"\naround {ORIGINALS[kind]}: direct {statistics.median(plain):.1f} ns/call")
                 for v in fns:
                     vs = "" if v == 1 else "  vs copy " + interval([x - c for x, c in zip(added[v], added[1])])
+                    if v == 0 and BY_RET in added:      # the jump back's own effect: the same code either way
+                        vs += "  vs by ret " + interval([x - c for x, c in zip(added[0], added[BY_RET])])
                     print(f"  {VARIANTS[v]:14s} added {interval(added[v])}{vs}")
         finally:
             shim.tfd_bench_set_jump_return(jump_default)
