@@ -54,7 +54,8 @@ ORIGINALS = {0: "the real pread (cached, 4 KiB)", 1: "a stub that returns at onc
              10: "a stub that calls the real pread for 64 bytes", 11: "a stub that enters the kernel, then copies 4 KiB",
              12: "a stub that calls the real pread, then loads the counting's data lines",
              13: "a stub that enters the kernel, then reads 32 KiB (L1 data)",
-             14: "a stub that enters the kernel, then runs 64 KiB of code (L1 instructions)"}
+             14: "a stub that enters the kernel, then runs 64 KiB of code (L1 instructions)",
+             15: "a stub that calls the real pread, then the wrapper once around itself (warm again)"}
 
 
 def interval(values) -> str:
