@@ -18,7 +18,9 @@
    pread's extra cost to the wrapper goes: around stubs that do one part of
    what a system call does each (enter the kernel and leave; copy 4 KiB;
    fill the return-stack predictor, as the kernel does on its way out; read
-   32 KiB, the size of the L1 data cache).
+   32 KiB, the size of the L1 data cache). Where the wrappers go back to
+   their caller by a jump (native/jump_return.h), the pread wrapper around
+   the real pread each way, switched between samples, and with the trace on.
 3. The clock's floor: two reads of the shim's clock (rdtsc), the least a
    timed call can cost on this machine.
 4. What not timing freads served from the FILE buffer would take out of
@@ -218,6 +220,8 @@ def main(argv=None) -> int:
                     plain.append(statistics.median(a for a, _ in pairs))
                     added.append(statistics.median(b - a for a, b in pairs))
                 print(f"{name} {what}: direct {statistics.median(plain):.1f} ns/call; added {spread(added)}")
+            if all_stubs and shim.tfd_returns_by_jump():
+                jump_back_ab(shim, ffi, loop, fd, real_pread, args.rounds)
         finally:
             shim.tfd_bench_stub(0)
             loop.close_stream(f)
@@ -245,6 +249,49 @@ def main(argv=None) -> int:
                       f"that reached read() the rest")
         loop.close_fd(fd)
     return 0
+
+
+def jump_back_ab(shim, ffi, loop, fd, real_pread, rounds) -> None:
+    """The pread wrapper around the real pread going back by a jump (this
+    host's choice, native/jump_return.h) and by `ret`, switched between
+    samples: triples of short samples (the real pread, the wrapper each
+    way), a round's figure the median of its triples' differences."""
+    shim.tfd_bench_stub(0)
+    wrapper = int(ffi.cast("uintptr_t", shim.tfd_bench_wrapper(b"pread")))
+
+    def once(fn, jump, n=500):
+        shim.tfd_bench_set_jump_return(jump)
+        t = time.perf_counter_ns()
+        loop.pread_via(fn, fd, n, 4096)
+        return (time.perf_counter_ns() - t) / n
+
+    by_jump, by_ret, saved = [], [], []
+    try:
+        for _ in range(rounds):
+            triples = []
+            for i in range(15):
+                first, second = (1, 0) if i % 2 else (0, 1)
+                plain = once(real_pread, 1)
+                a = once(wrapper, first)
+                b = once(wrapper, second)
+                triples.append((plain, b if first == 0 else a, a if first == 0 else b))
+            by_jump.append(statistics.median(j - p for p, j, _ in triples))
+            by_ret.append(statistics.median(r - p for p, _, r in triples))
+            saved.append(statistics.median(j - r for _, j, r in triples))
+    finally:
+        shim.tfd_bench_set_jump_return(1)
+    print(f"pread around the real pread, back by a jump (this host's choice): added {spread(by_jump)}")
+    print(f"pread around the real pread, back by ret: added {spread(by_ret)}")
+    print(f"  jump - ret, paired: {spread(saved)}")
+    shim.tfd_set_trace(1, 256 << 20)
+    try:
+        traced = []
+        for _ in range(rounds):
+            pairs = [(once(real_pread, 1), once(wrapper, 1)) for _ in range(15)]
+            traced.append(statistics.median(b - a for a, b in pairs))
+    finally:
+        shim.tfd_set_trace(0, 256 << 20)
+    print(f"pread around the real pread with the trace on, back by a jump: added {spread(traced)}")
 
 
 # ------------------------------------------------------------ staged copies

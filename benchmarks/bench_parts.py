@@ -21,7 +21,11 @@ same file as the other variants) paired by round, with its interval.
 Variants: 0 shipped (wrappers.c), 1 copy, 2 copy + the post-call lines
 prefetched before the call, 3 the clock reads only (lookups, two rdtsc, no
 counting), 4 the counting only (the times frozen, no clock read), 5 the
-lookups only, 6 lfence + rdtsc, 7 rdtscp."""
+lookups only, 6 lfence + rdtsc, 7 rdtscp, 8 copy going back by a jump
+(native/jump_return.h) whatever the host, 9 lookups only going back by a
+jump, 10 shipped going back by `ret` (the jump switched off for its
+samples; every other variant's run with the host's own choice, on where
+the kernel returns through Safe RET)."""
 from __future__ import annotations
 
 import argparse
@@ -39,12 +43,19 @@ HERE = pathlib.Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from intervals import median_interval  # noqa: E402
 
-VARIANTS = ("shipped", "copy", "prefetch", "clock only", "counting only", "lookups only", "lfence+rdtsc", "rdtscp")
+VARIANTS = ("shipped", "copy", "prefetch", "clock only", "counting only", "lookups only", "lfence+rdtsc", "rdtscp",
+            "copy, jmp back", "lookups, jmp back", "shipped, by ret")
+BY_RET = VARIANTS.index("shipped, by ret")
 ORIGINALS = {0: "the real pread (cached, 4 KiB)", 1: "a stub that returns at once",
              2: "a stub that enters the kernel (getppid)", 3: "a stub that copies 4 KiB",
              4: "a stub that fills the return-stack predictor", 5: "a stub that reads 32 KiB (L1 data)",
              6: "a stub that runs 64 KiB of code (L1 instructions)", 7: "a stub that takes 4,096 branches (BTB)",
-             8: "a stub that touches 256 pages (data TLB)", 9: "a stub that reads 1 MiB (L2)"}
+             8: "a stub that touches 256 pages (data TLB)", 9: "a stub that reads 1 MiB (L2)",
+             10: "a stub that calls the real pread for 64 bytes", 11: "a stub that enters the kernel, then copies 4 KiB",
+             12: "a stub that calls the real pread, then loads the counting's data lines",
+             13: "a stub that enters the kernel, then reads 32 KiB (L1 data)",
+             14: "a stub that enters the kernel, then runs 64 KiB of code (L1 instructions)",
+             15: "a stub that calls the real pread, then the wrapper once around itself (warm again)"}
 
 
 def interval(values) -> str:
@@ -81,6 +92,7 @@ def main(argv=None) -> int:
         data = work / "data.bin"
         data.write_bytes(os.urandom(1 << 20))
         tfdarshan.attach()
+        jump_default = shim.tfd_returns_by_jump()
         fd = loop.open_fd(str(data).encode())          # through the patched GOT: recorded
         real_pread = ctypes.cast(ctypes.CDLL(None).pread, ctypes.c_void_p).value
         rng = random.Random(1)
@@ -93,27 +105,32 @@ def main(argv=None) -> int:
                 fns = {v: int(ffi.cast("uintptr_t", shim.tfd_bench_variant(v))) for v in args.variants}
                 n = 2000 if kind in (1, 3, 4) else 200 if kind == 9 else 500
 
-                def once(fn):
+                def once(fn, v=None):
+                    # the shipped wrapper's way back, for the one variant that switches it
+                    shim.tfd_bench_set_jump_return(0 if v == BY_RET else jump_default)
                     t = time.perf_counter_ns()
                     loop.pread_via(fn, fd, n, 4096)
                     return (time.perf_counter_ns() - t) / n
 
-                for fn in fns.values():
-                    once(fn)
+                for v, fn in fns.items():
+                    once(fn, v)
                 added = {v: [] for v in fns}
                 plain = []
                 for _ in range(args.rounds):
                     order = list(fns)
                     rng.shuffle(order)
                     for v in order:
-                        pairs = [(once(target), once(fns[v])) for _ in range(15)]
+                        pairs = [(once(target), once(fns[v], v)) for _ in range(15)]
                         added[v].append(statistics.median(b - a for a, b in pairs))
                         plain.append(statistics.median(a for a, _ in pairs))
                 print(f"\naround {ORIGINALS[kind]}: direct {statistics.median(plain):.1f} ns/call")
                 for v in fns:
                     vs = "" if v == 1 else "  vs copy " + interval([x - c for x, c in zip(added[v], added[1])])
+                    if v == 0 and BY_RET in added:      # the jump back's own effect: the same code either way
+                        vs += "  vs by ret " + interval([x - c for x, c in zip(added[0], added[BY_RET])])
                     print(f"  {VARIANTS[v]:14s} added {interval(added[v])}{vs}")
         finally:
+            shim.tfd_bench_set_jump_return(jump_default)
             shim.tfd_bench_stub(0)
             loop.close_fd(fd)
             tfdarshan.detach()

@@ -19,7 +19,16 @@
  *      target buffer holds), in 16 KiB of code;
  *   8  touch one line in each of 256 pages of their own (four times the
  *      first-level data TLB), all at one offset, so few cache sets move;
- *   9  read 1 MiB of memory of their own (the L2 cache's size).
+ *   9  read 1 MiB of memory of their own (the L2 cache's size);
+ *  10  the real pread, asked for 64 bytes (the kernel's read path, a small copy);
+ *  11  enter the kernel and leave (getppid), then copy 4 KiB as 3 does;
+ *  12  the real pread, then load every data line the counting after it
+ *      touches (so they are in L1 when the wrapper counts);
+ *  13  enter the kernel and leave (getppid), then read 32 KiB as 5 does;
+ *  14  enter the kernel and leave (getppid), then run 64 KiB of code as 6 does;
+ *  15  the real pread, then the pread wrapper once around the stub itself
+ *      (nested, it returns at once): the wrapper's code and data warm again
+ *      after the kernel's read path.
  * tfd_bench_stub(0) puts the originals back. tfd_bench_wrapper gives a
  * wrapper's address and tfd_bench_stub_function the stub's, to call them
  * directly. The wrappers are unchanged.
@@ -30,6 +39,7 @@
  * part taken out, added or changed (VARIANTS below). */
 #include "attach.h"
 #include "fdmap.h"
+#include "jump_return.h"
 #include "rules_posix.h"
 #include "threads.h"
 #include "wrappers.h"
@@ -134,8 +144,91 @@ static ssize_t stub_pread_l2(int fd, void *buf, size_t count, off_t offset)
 }
 
 static const char *const stubbed[3] = {"pread", "pread64", "fread"};
+void *tfd_bench_wrapper(const char *name);
 static void *saved[3];
-#define STUB_KINDS 10
+
+/* the kernel's whole read path with a 64-byte copy: the real pread (the
+ * original saved when the stubs went in), asked for 64 bytes */
+static ssize_t stub_pread_small(int fd, void *buf, size_t count, off_t offset)
+{
+    ssize_t (*real)(int, void *, size_t, off_t) = (ssize_t(*)(int, void *, size_t, off_t))saved[0];
+    ssize_t r = real(fd, buf, count < 64 ? count : 64, offset);
+    return r < 0 ? r : (ssize_t)count;
+}
+
+/* a kernel entry and exit and a 4 KiB copy, as a cached read's, without the read's code in between */
+static ssize_t stub_pread_kernel_copy(int fd, void *buf, size_t count, off_t offset)
+{
+    syscall(SYS_getppid);
+    return stub_pread_copy(fd, buf, count, offset);
+}
+
+/* load every line the counting after a pread touches (the lines of
+ * prefetch_update below, the thread's first two, its heatmap slot) */
+static void load_update_lines(int fd)
+{
+    tfd_rec *r = tfd_posix_record(fd);
+    if (!r || r == EXCLUDED)
+        return;
+    tfd_shard *s = shard_ahead(r);
+    if (!s)
+        return;
+    const volatile int64_t *lines[] = {&s->epoch, &s->sum[8], &s->iext[s->epoch & 1].v[0],
+                                       (int64_t *)&s->access, (int64_t *)&s->stride, (int64_t *)r,
+                                       (int64_t *)s->owner, (int64_t *)&s->owner->dir,
+                                       s->owner->heat_now.row ? s->owner->heat_now.row : (int64_t *)r};
+    int64_t sum = 0;
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        sum += *lines[i];
+    __asm__ volatile("" ::"r"(sum));
+}
+
+/* the real pread, then the counting's data lines loaded again: what the
+ * counting costs after the kernel's read path with its data in L1 */
+static ssize_t stub_pread_then_lines(int fd, void *buf, size_t count, off_t offset)
+{
+    ssize_t (*real)(int, void *, size_t, off_t) = (ssize_t(*)(int, void *, size_t, off_t))saved[0];
+    ssize_t r = real(fd, buf, count, offset);
+    load_update_lines(fd);
+    return r;
+}
+
+/* getppid, then 32 KiB of memory of their own read (the L1 data cache):
+ * a kernel entry whose caller's data lines are gone */
+static ssize_t stub_pread_kernel_evict(int fd, void *buf, size_t count, off_t offset)
+{
+    syscall(SYS_getppid);
+    return stub_pread_evict(fd, buf, count, offset);
+}
+
+/* getppid, then 64 KiB of straight-line code of their own run (twice the
+ * L1 instruction cache): a kernel entry whose caller's instructions are gone */
+static ssize_t stub_pread_kernel_icache(int fd, void *buf, size_t count, off_t offset)
+{
+    syscall(SYS_getppid);
+    return stub_pread_icache(fd, buf, count, offset);
+}
+
+/* the real pread, then the shipped pread wrapper once more around the stub
+ * kind 1 (its original is this stub, which sees it nested and returns at
+ * once): the wrapper's code, its branches and its data are fresh again
+ * when the wrapper around this stub counts after the kernel's read path */
+static int in_warm_up;
+static ssize_t stub_pread_then_wrapper(int fd, void *buf, size_t count, off_t offset)
+{
+    static ssize_t (*wrapper)(int, void *, size_t, off_t);
+    if (in_warm_up)
+        return (ssize_t)count;
+    if (!wrapper)
+        wrapper = (ssize_t(*)(int, void *, size_t, off_t))tfd_bench_wrapper("pread");
+    ssize_t (*real)(int, void *, size_t, off_t) = (ssize_t(*)(int, void *, size_t, off_t))saved[0];
+    ssize_t r = real(fd, buf, count, offset);
+    in_warm_up = 1;
+    wrapper(fd, buf, count, offset);
+    in_warm_up = 0;
+    return r;
+}
+#define STUB_KINDS 16
 static int kind_now;
 
 static void *pread_stub(int kind)
@@ -143,7 +236,9 @@ static void *pread_stub(int kind)
     void *stubs[STUB_KINDS] = {(void *)stub_pread, (void *)stub_pread, (void *)stub_pread_kernel,
                                (void *)stub_pread_copy, (void *)stub_pread_rsb, (void *)stub_pread_evict,
                                (void *)stub_pread_icache, (void *)stub_pread_btb, (void *)stub_pread_tlb,
-                               (void *)stub_pread_l2};
+                               (void *)stub_pread_l2, (void *)stub_pread_small, (void *)stub_pread_kernel_copy,
+                               (void *)stub_pread_then_lines, (void *)stub_pread_kernel_evict,
+                               (void *)stub_pread_kernel_icache, (void *)stub_pread_then_wrapper};
     return stubs[kind];
 }
 
@@ -243,12 +338,47 @@ VARIANT(v_lookup_only, NOTHING, 0, 0, sink = (ahead != NULL) + (int64_t)(t2 - t1
 VARIANT(v_lfence, NOTHING, ticks_fenced(), ticks_fenced(), COUNT)
 VARIANT(v_rdtscp, NOTHING, ticks_rdtscp(), ticks_rdtscp(), COUNT)
 
-/* 0: the shipped wrapper; then the variants above, in order */
+/* The same wrappers, back by an indirect jump instead of `ret` whatever
+ * the kernel's mitigation (jump_return.h; the shipped wrapper jumps only
+ * where the kernel says Safe RET) */
+#if defined(__x86_64__)
+#define JMP_RETURN(r) return tfd_return_by_jump((r), __builtin_return_address(0))
+#else
+#define JMP_RETURN(r) return (r)
+#endif
+#define VARIANT_JMP(name, BEFORE, T1, T2, RECORD)                              \
+    __attribute__((flatten)) static ssize_t name(int fd, void *buf, size_t n, off_t off) \
+    {                                                                        \
+        tfd_rec *rec;                                                        \
+        if (IDLE() || !(rec = tfd_posix_record(fd)) || rec == EXCLUDED)      \
+            return tfd_real_pread(fd, buf, n, off);                          \
+        void *ahead = tfd_posix_data_ahead(rec);                             \
+        BEFORE;                                                              \
+        uint64_t t1 = T1;                                                    \
+        ssize_t r = tfd_real_pread(fd, buf, n, off);                         \
+        uint64_t t2 = T2;                                                    \
+        if (r >= 0) {                                                        \
+            RECORD;                                                          \
+        }                                                                    \
+        JMP_RETURN(r);                                                       \
+    }
+VARIANT_JMP(v_copy_jmp, NOTHING, tfd_ticks(), tfd_ticks(), COUNT)
+VARIANT_JMP(v_lookup_only_jmp, NOTHING, 0, 0, sink = (ahead != NULL) + (int64_t)(t2 - t1))
+
+/* the shipped wrappers' choice (jump_return.h), switched for an A/B in one process */
+int tfd_bench_set_jump_return(int on)
+{
+    return jump_return_set(on);
+}
+
+/* 0: the shipped wrapper; then the variants above, in order; 10 the shipped
+ * wrapper again (bench_parts.py switches its jump back off around it) */
 void *tfd_bench_variant(int v)
 {
     void *variants[] = {NULL, (void *)v_copy, (void *)v_prefetch, (void *)v_clock_only, (void *)v_count_no_clock,
-                        (void *)v_lookup_only, (void *)v_lfence, (void *)v_rdtscp};
-    if (v == 0)
+                        (void *)v_lookup_only, (void *)v_lfence, (void *)v_rdtscp,
+                        (void *)v_copy_jmp, (void *)v_lookup_only_jmp};
+    if (v == 0 || v == 10)      /* 10: the shipped wrapper, run with its jump back off */
         return tfd_bench_wrapper("pread");
     if (v < 0 || v >= (int)(sizeof(variants) / sizeof(variants[0])))
         return NULL;

@@ -24,6 +24,7 @@ int tfd_bench_stub(int on);
 void *tfd_bench_wrapper(const char *name);
 void *tfd_bench_stub_function(const char *name);
 void *tfd_bench_variant(int v);
+int tfd_bench_set_jump_return(int on);
 """
 
 

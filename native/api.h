@@ -93,6 +93,9 @@ int tfd_clean_path(const char *path, char *out, size_t out_len);
 int tfd_path_excluded(const char *clean_path);
 void tfd_clock(tfd_clock_info *out);
 int64_t tfd_now_ticks(void);
+/* 1 when the data wrappers go back to their caller by a jump, not `ret`
+ * (native/jump_return.h); decided at the first attach, 0 before it */
+int tfd_returns_by_jump(void);
 
 /* Staged copies served in place of their sources (native/staged.c,
  * redirect.c). A source is checked at its first use: it must still have

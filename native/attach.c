@@ -6,6 +6,7 @@
 #include "collect.h"
 #include "elfpatch.h"
 #include "hooks.h"
+#include "jump_return.h"
 #include "rules_kernel.h"
 #include "rules_posix.h"
 #include "wrappers.h"
@@ -40,6 +41,7 @@ int tfd_attach(const tfd_config *config, char *err, size_t err_len)
         goto out;
     }
     tfd_clock_init();
+    jump_return_init();
     const void *chain_ld;
     if (hooks_resolve(hook_table, N_HOOKS, config->chain_library, &chain_ld, err, err_len) != 0 ||
         collect_init(config, err, err_len) != 0) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fdmap.h"
+#include "jump_return.h"
 #include "redirect.h"
 #include "rules_posix.h"
 #include "rules_stdio.h"
@@ -196,7 +197,9 @@ int tfd_w_fileno(FILE *stream)
 /* ------------------------------------------------------------------- data */
 
 /* POSIX_RECORD_READ/WRITE for one call: pflag says the offset is explicit.
- * A descriptor with no record (socket, pipe, excluded file) goes untimed. */
+ * A descriptor with no record (socket, pipe, excluded file) goes untimed.
+ * These originals always enter the kernel: back by a jump where that saves
+ * a mispredicted return (jump_return.h). */
 #define DATA_WRAPPER(kind, name, params, args, fd, pflag, offset, aligned)    \
     FLAT ssize_t tfd_w_##name params                                         \
     {                                                                        \
@@ -207,13 +210,13 @@ int tfd_w_fileno(FILE *stream)
             ssize_t r = tfd_real_##name args;                                \
             if (r > 0)                                                       \
                 HOT(tfd_posix_##kind##_rec(rec, NULL, r, 0, 0, 0, 0));       \
-            return r;                                                        \
+            RETURN_AFTER_KERNEL(r);                                          \
         }                                                                    \
         void *ahead = tfd_posix_data_ahead(rec);                             \
         TIMED(tfd_real_##name args);                                         \
         if (r >= 0)                                                          \
             HOT(tfd_posix_##kind##_rec(rec, ahead, r, (pflag) ? (offset) : 0, TFD_DATA_FLAGS(pflag, aligned), t1, t2)); \
-        return r;                                                            \
+        RETURN_AFTER_KERNEL(r);                                              \
     }
 
 DATA_WRAPPER(read, read, (int fd, void *buf, size_t n), (fd, buf, n), fd, 0, 0, ALIGNED(buf))
