@@ -6,7 +6,7 @@
 // (state, helpers), verdict.js (the lead), charts.js, table.js, ranks.js
 // (a many-rank session's rank views).
 import {bytes, count, el, get, keepChartLibraryCompiled, loadPlotly, pct, rate, seconds, state} from './util.js';
-import {figures, followSizes} from './charts.js';
+import {figures, followSizes, withLegendFoot} from './charts.js';
 import {verdictFigure, verdictLine} from './verdict.js';
 import {fileTable, showStep} from './table.js';
 import {rankFigures, rankFilter} from './ranks.js';
@@ -229,7 +229,8 @@ function drawInView(Plotly, figs, boxes, stale, drawn) {
       const i = order.shift();
       const began = performance.now();
       try {
-        await Plotly.newPlot(boxes[i], figs[i].data, figs[i].layout, {displaylogo: false});
+        const width = boxes[i].getBoundingClientRect().width;
+        await Plotly.newPlot(boxes[i], figs[i].data, withLegendFoot(figs[i], width), {displaylogo: false});
         (timings.plots = timings.plots || {})[boxes[i].id] = performance.now() - began;
         (timings.order = timings.order || []).push(boxes[i].id);
       } catch (e) {
