@@ -61,7 +61,7 @@ export const layout = (extra) => ({margin: {l: 70, r: 70, t: 30, b: 80}, showleg
 // title take 42 px above the legend. Automargin is kept: should a
 // measurement here fall short, the chart is still right, drawn twice.
 const LEGEND_FONT = '12px "Open Sans", verdana, arial, sans-serif';    // Plotly's default font
-const FIGURE_HEIGHT = 300;       // .chart's height in index.js
+const FIGURE_HEIGHT = 300;       // .chart's height in page.js
 const ENTRY_EXTRA = 40, ENTRY_GAP = 5, LEGEND_ROW = 19, LEGEND_PAD = 10, X_AXIS_FOOT = 42;
 let ruler = null;
 const textWidth = (text) => {
