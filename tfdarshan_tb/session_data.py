@@ -172,6 +172,8 @@ def _file_table(snap: Snapshot, mounts: List[M.Mount], step_files: Optional[pd.D
 
 def mount_names(labels) -> list:
     """Mount labels (capture/mounts.py's label) as every chart and the file table name them."""
+    if isinstance(labels, pd.Series):
+        labels = labels.tolist()            # (a column of Arrow text is slow to walk value by value)
     return [UNKNOWN_MOUNT if label == "?" else label for label in labels]
 
 

@@ -14,6 +14,7 @@ import pathlib
 import re
 from typing import Dict, List, Optional
 
+import numpy as np
 import pandas as pd
 
 from tfdarshan.errors import TfdarshanError
@@ -196,12 +197,15 @@ def _with_series_extra(snap: Snapshot, step_files: pathlib.Path) -> Snapshot:
     known = snap.meta.get("zero_reads_known") and len(snap.extra)
     zero = (snap.extra.set_index(["record_id", "module"])["ZERO_READS"].reindex(keys) if known
             else rows["zero_reads"])
-    names = dict(zip(snap.posix["record_id"], snap.posix["path"]))
-    paths = rows["path"] if has_path else pd.Series([None] * len(rows), index=keys)
+    # a file's path from the series, else from the log's name records (the last of a repeated id)
+    logged = snap.posix.drop_duplicates("record_id", keep="last")
+    from_log = pd.Series(logged["path"].to_numpy(object), index=logged["record_id"].to_numpy()) \
+        .reindex(keys.get_level_values(0)).fillna("").to_numpy(object)
+    paths = rows["path"].to_numpy(object) if has_path else np.full(len(rows), None, dtype=object)
+    given = pd.notna(paths) & (paths != "")
     extra = pd.DataFrame({"record_id": keys.get_level_values(0).astype("uint64"),
                           "module": keys.get_level_values(1),
-                          "path": pd.Series([p if isinstance(p, str) and p else names.get(r, "")
-                                             for r, p in zip(keys.get_level_values(0), paths)], dtype=object),
+                          "path": pd.Series(np.where(given, paths, from_log), dtype=object),
                           "ZERO_READS": zero.fillna(0).astype("int64").to_numpy(),
                           **{col: rows[c].fillna(0).to_numpy() for col, c in series.items()}})
     return dataclasses.replace(snap, _extra=extra_frame(extra), meta={**snap.meta, "zero_reads_known": True})
