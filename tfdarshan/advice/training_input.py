@@ -127,7 +127,8 @@ def pattern(paths: pd.Series) -> pd.Series:
     if not len(paths):
         return paths
     # (by Arrow's string kernels: a session's 100,000s of paths, one regex call each, were seconds)
-    text, _ = arrow_paths(paths.astype(str))
+    # (as text a path that is not UTF-8 is its display form, the same in both sets a caller compares)
+    text, _ = arrow_paths([str(p) for p in paths])
     head = pc.replace_substring_regex(text, r"[^/]*$", "")
     name = pc.replace_substring_regex(pc.replace_substring_regex(text, r"^.*/", ""), r"\d+", "*")
     return pd.Series(pc.binary_join_element_wise(head, name, "").to_numpy(zero_copy_only=False),

@@ -133,5 +133,5 @@ def labels(paths: pd.Series, mounts: Iterable[Mount]) -> list:
     codes, heads = _directory_codes(text)
     # (a head keeps its trailing slashes: "/a//" is in the mounts "/a/" is in; "" is a relative path's)
     by_dir = np.asarray([label(h if h.endswith("/") else h + "/", mounts) for h in heads] + [STREAMS], dtype=object)
-    codes[np.asarray(pd.Series(paths).isin(STREAM_PATHS), dtype=bool)] = len(heads)
+    codes[np.asarray(pd.Series(paths, dtype=object).isin(STREAM_PATHS), dtype=bool)] = len(heads)
     return by_dir[codes].tolist()

@@ -213,7 +213,7 @@ def _with_series_extra(snap: Snapshot, step_files: pathlib.Path, read: Optional[
             else rows["zero_reads"])
     # a file's path from the series, else from the log's name records (the last of a repeated id)
     logged = snap.posix.drop_duplicates("record_id", keep="last")
-    from_log = pd.Series(logged["path"].to_numpy(object), index=logged["record_id"].to_numpy()) \
+    from_log = pd.Series(logged["path"].to_numpy(object), index=logged["record_id"].to_numpy(), dtype=object) \
         .reindex(keys.get_level_values(0)).fillna("").to_numpy(object)
     paths = rows["path"].to_numpy(object) if has_path else np.full(len(rows), None, dtype=object)
     given = pd.notna(paths) & (paths != "")
