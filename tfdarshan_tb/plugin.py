@@ -38,7 +38,7 @@ STATIC = pathlib.Path(__file__).parent / "static"
 CHART_BUNDLE = STATIC / "vendor" / "plotly-cartesian.min.js"
 # the page's ES modules, each served under its own fixed route (no file name
 # from a request is ever opened)
-MODULES = ("index.js", "util.js", "charts.js", "verdict.js", "table.js", "ranks.js")
+MODULES = ("index.js", "page.js", "util.js", "charts.js", "verdict.js", "table.js", "ranks.js")
 MAX_PARAM = 512
 SESSIONS_TTL = 5.0
 CACHE_SIZE = 4
@@ -201,7 +201,7 @@ class IOPlugin(base_plugin.TBPlugin):
 
     def _read_ahead(self):
         """Compress the chart library, and load the session the page shows
-        first (index.js: the last run's last session, every host), unless
+        first (page.js: the last run's last session, every host), unless
         that needs its analysis tables built: no Dask run starts before
         someone opens the tab."""
         try:

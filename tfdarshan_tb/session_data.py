@@ -48,9 +48,10 @@ class SessionData:
         hosts = [host] if host else list(session.hosts)
         self.hosts = hosts
         progress(f"reading {len(hosts)} Darshan log{'s' if len(hosts) > 1 else ''}")
-        self.snapshot: Snapshot = load_snapshot(session, host)
+        read = {}       # (the per-file series, read once for both)
+        self.snapshot: Snapshot = load_snapshot(session, host, read=read)
         progress(f"read {len(self.snapshot.posix) + len(self.snapshot.stdio)} file records; reading the step series")
-        self.steps, self.step_files = load_steps(session, host, self.snapshot.meta.get("skipped_logs") or ())
+        self.steps, self.step_files = load_steps(session, host, self.snapshot.meta.get("skipped_logs") or (), read=read)
         self.session = session
         stored = self.snapshot.meta.get("mounts") or []
         self.mounts = [M.Mount(p, t) for p, t in stored] or M.current()
@@ -172,6 +173,8 @@ def _file_table(snap: Snapshot, mounts: List[M.Mount], step_files: Optional[pd.D
 
 def mount_names(labels) -> list:
     """Mount labels (capture/mounts.py's label) as every chart and the file table name them."""
+    if isinstance(labels, pd.Series):
+        labels = labels.tolist()            # (a column of Arrow text is slow to walk value by value)
     return [UNKNOWN_MOUNT if label == "?" else label for label in labels]
 
 

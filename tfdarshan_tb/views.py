@@ -262,7 +262,9 @@ def _runtime_mapped(step_files: pd.DataFrame, steps: pd.Series) -> np.ndarray:
     series leaves out as the card does."""
     if step_files.empty or "mmap_bytes" not in step_files or "path" not in step_files:
         return np.zeros(len(steps), np.int64)
-    r = step_files[TI.reasons(step_files["path"]) == TI.RUNTIME]
+    # (each distinct path judged once: the series repeats a file's path every step it is read in)
+    codes, paths = pd.factorize(step_files["path"], use_na_sentinel=False)
+    r = step_files[(TI.reasons(pd.Series(paths, dtype=object)) == TI.RUNTIME)[codes]]
     return r.groupby("step")["mmap_bytes"].sum().reindex(steps.to_numpy()).fillna(0).to_numpy(np.int64)
 
 

@@ -215,3 +215,16 @@ def test_user_directories_named_by_the_environment_are_configuration(tmp_path, m
     why = TI.reasons(paths)
     # then: the files inside those directories are configuration, the rest training input
     assert list(why) == [TI.CONFIG] * len(dirs) + ["", ""]
+
+
+def test_shard_patterns_take_paths_that_are_not_utf8():
+    """A name that is not UTF-8 (surrogate escapes, as os.fsdecode gives it)
+    is told by its shard pattern like any other: the step series read shard
+    2 of the same directory, so shard 1 belongs to that dataset; a file of
+    another name does not."""
+    from tfdarshan.advice.training_input import read_in_steps
+    shard = "/data/bad\udcff-{:05d}.bin"
+    step_files = pd.DataFrame({"step": [0], "path": pd.Series([shard.format(2)], dtype=object),
+                               "reads": [1], "bytes_read": [10]})
+    paths = [shard.format(1), "/data/other.bin", shard.format(2)]
+    assert read_in_steps(paths, step_files).tolist() == [True, False, True]

@@ -96,13 +96,18 @@ def how_of_table(t: pd.DataFrame) -> np.ndarray:
 
 def how_of(bytes_by_mechanism: Dict[str, np.ndarray], n: int) -> np.ndarray:
     """Per row, the mechanisms (MECHANISMS' names) with bytes, joined; "" for
-    none. Only the rows that have some are joined in Python: a job's file
-    table has 100,000s of rows and few of them such."""
-    used = {name: np.asarray(v) > 0 for name, v in bytes_by_mechanism.items()}
-    out = np.full(n, "", dtype=object)
-    for i in np.flatnonzero(np.logical_or.reduce(list(used.values()))) if used and n else ():
-        out[i] = ", ".join(name for name, u in used.items() if u[i])
-    return out
+    none. Each distinct set of mechanisms is joined once: a job's file
+    table has 100,000s of rows."""
+    if not bytes_by_mechanism or not n:
+        return np.full(n, "", dtype=object)
+    # each row's set of mechanisms as a bit mask; each mask's text joined once
+    names = list(bytes_by_mechanism)
+    mask = np.zeros(n, dtype=np.int64)
+    for bit, name in enumerate(names):
+        mask |= (np.asarray(bytes_by_mechanism[name]) > 0).astype(np.int64) << bit
+    masks = np.unique(mask)
+    texts = np.array([", ".join(name for bit, name in enumerate(names) if m >> bit & 1) for m in masks], dtype=object)
+    return texts[np.searchsorted(masks, mask)]
 
 
 def per_file(extra: pd.DataFrame) -> pd.DataFrame:

@@ -95,19 +95,26 @@ def point_codes(paths: Iterable[str], mounts: Iterable[Mount]):
         text, _ = arrow_paths(paths if isinstance(paths, pd.Series) else list(paths))
     if not len(text):
         return np.zeros(0, dtype=np.int64), []
-    # each path's directory with its trailing slashes (os.path.dirname's head), once a directory
-    heads = pc.replace_substring_regex(text, r"[^/]*$", "").dictionary_encode()
+    codes, heads = _directory_codes(text)
     points = []
-    for head in heads.dictionary.to_pylist():
+    for head in heads:
         m = mount_of(head.rstrip("/") or head, mounts)      # dirname keeps a root of slashes whole
         points.append(m.point if m else "")
-    codes = heads.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     if exact:
         at = pc.index_in(text, value_set=pa.array(list(exact), type=pa.string()))
         hit = np.asarray(at.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         codes[hit] = len(points) + at.to_numpy(zero_copy_only=False)[hit].astype(np.int64)
         points += list(exact.values())
     return codes, points
+
+
+def _directory_codes(text):
+    """(a code a path, the directories the codes index): each path's
+    directory with its trailing slashes (os.path.dirname's head), once a
+    directory, by Arrow's string kernels."""
+    import pyarrow.compute as pc
+    heads = pc.replace_substring_regex(text, r"[^/]*$", "").dictionary_encode()
+    return heads.indices.to_numpy(zero_copy_only=False).astype(np.int64), heads.dictionary.to_pylist()
 
 
 def label(path: str, mounts: Iterable[Mount]) -> str:
@@ -120,6 +127,11 @@ def labels(paths: pd.Series, mounts: Iterable[Mount]) -> list:
     """The label of each path's mount, looked up once per directory; the
     standard streams are STREAMS."""
     mounts = list(mounts)
-    dirs = paths.map(os.path.dirname)
-    by_dir = {d: label(d + "/", mounts) for d in dirs.unique()}
-    return dirs.map(by_dir).where(~paths.isin(STREAM_PATHS), STREAMS).tolist()
+    if not len(paths):
+        return []
+    text, _ = arrow_paths(paths)
+    codes, heads = _directory_codes(text)
+    # (a head keeps its trailing slashes: "/a//" is in the mounts "/a/" is in; "" is a relative path's)
+    by_dir = np.asarray([label(h if h.endswith("/") else h + "/", mounts) for h in heads] + [STREAMS], dtype=object)
+    codes[np.asarray(pd.Series(paths, dtype=object).isin(STREAM_PATHS), dtype=bool)] = len(heads)
+    return by_dir[codes].tolist()

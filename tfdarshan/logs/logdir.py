@@ -14,6 +14,7 @@ import pathlib
 import re
 from typing import Dict, List, Optional
 
+import numpy as np
 import pandas as pd
 
 from tfdarshan.errors import TfdarshanError
@@ -150,11 +151,25 @@ def cores_per_node(session: Session) -> List[Dict]:
             for k, v in sorted(nodes.items())]
 
 
-def load_snapshot(session: Session, host: Optional[str] = None, stems: Optional[List[str]] = None) -> Snapshot:
+def _read_series(path: pathlib.Path, columns, read: Optional[Dict]) -> pd.DataFrame:
+    """read_series, once a file when `read` (a dict kept by the caller
+    across load_snapshot and load_steps) is given: both read the per-file
+    series, 100,000s of rows in a large session. Its frames are not changed."""
+    if read is None:
+        return read_series(path, columns)
+    key = (os.fspath(path), tuple(columns))
+    if key not in read:
+        read[key] = read_series(path, columns)
+    return read[key]
+
+
+def load_snapshot(session: Session, host: Optional[str] = None, stems: Optional[List[str]] = None,
+                  read: Optional[Dict] = None) -> Snapshot:
     """One host's log, the logs named by `stems` (a node's ranks), or all of
     the session's merged. Of several logs, unreadable ones are skipped and
     listed in meta["skipped_logs"] ({"log", "reason"}); when none is
-    readable, the first one's error is raised."""
+    readable, the first one's error is raised. read: series files already
+    read (_read_series)."""
     hosts = [host] if host else list(stems) if stems else list(session.hosts)
     if len(hosts) == 1:
         snaps, skipped = {hosts[0]: read_darshan_log(session.directory / f"{hosts[0]}.darshan")}, []
@@ -162,7 +177,7 @@ def load_snapshot(session: Session, host: Optional[str] = None, stems: Optional[
         snaps, skipped = skipping.read_logs({h: session.directory / f"{h}.darshan" for h in hosts})
         if not snaps:
             read_darshan_log(session.directory / f"{hosts[0]}.darshan")     # raises its error
-    out = combine([_with_served(_with_series_extra(snap, session.directory / f"{h}.step_files.parquet"),
+    out = combine([_with_served(_with_series_extra(snap, session.directory / f"{h}.step_files.parquet", read),
                                 session.directory / f"{h}.darshan")
                    for h, snap in snaps.items()])
     out.meta["skipped_logs"] = skipped
@@ -175,14 +190,14 @@ def _with_served(snap: Snapshot, log: pathlib.Path) -> Snapshot:
     return dataclasses.replace(snap, meta={**snap.meta, "served": m}) if m else snap
 
 
-def _with_series_extra(snap: Snapshot, step_files: pathlib.Path) -> Snapshot:
+def _with_series_extra(snap: Snapshot, step_files: pathlib.Path, read: Optional[Dict] = None) -> Snapshot:
     """A Darshan log has no slot for reads that returned 0 bytes, nor for
     kernel-side copies and mapped reads; the step series beside it counts
     them per file (with the path of a file Darshan's tables lack), so the
     session on disk shows and advises what the live process did."""
     if not os.path.lexists(step_files):
         return snap
-    files = read_series(step_files, FILE_COLUMNS)
+    files = _read_series(step_files, FILE_COLUMNS, read)
     series = {c.upper(): c for c in K.SERIES}
     has_path = "path" in files and len(files)
     g = files.groupby(["record_id", "module"], sort=False).agg(
@@ -196,22 +211,26 @@ def _with_series_extra(snap: Snapshot, step_files: pathlib.Path) -> Snapshot:
     known = snap.meta.get("zero_reads_known") and len(snap.extra)
     zero = (snap.extra.set_index(["record_id", "module"])["ZERO_READS"].reindex(keys) if known
             else rows["zero_reads"])
-    names = dict(zip(snap.posix["record_id"], snap.posix["path"]))
-    paths = rows["path"] if has_path else pd.Series([None] * len(rows), index=keys)
+    # a file's path from the series, else from the log's name records (the last of a repeated id)
+    logged = snap.posix.drop_duplicates("record_id", keep="last")
+    from_log = pd.Series(logged["path"].to_numpy(object), index=logged["record_id"].to_numpy(), dtype=object) \
+        .reindex(keys.get_level_values(0)).fillna("").to_numpy(object)
+    paths = rows["path"].to_numpy(object) if has_path else np.full(len(rows), None, dtype=object)
+    given = pd.notna(paths) & (paths != "")
     extra = pd.DataFrame({"record_id": keys.get_level_values(0).astype("uint64"),
                           "module": keys.get_level_values(1),
-                          "path": pd.Series([p if isinstance(p, str) and p else names.get(r, "")
-                                             for r, p in zip(keys.get_level_values(0), paths)], dtype=object),
+                          "path": pd.Series(np.where(given, paths, from_log), dtype=object),
                           "ZERO_READS": zero.fillna(0).astype("int64").to_numpy(),
                           **{col: rows[c].fillna(0).to_numpy() for col, c in series.items()}})
     return dataclasses.replace(snap, _extra=extra_frame(extra), meta={**snap.meta, "zero_reads_known": True})
 
 
-def load_steps(session: Session, host: Optional[str] = None, skipped=()):
+def load_steps(session: Session, host: Optional[str] = None, skipped=(), read: Optional[Dict] = None):
     """(per-step totals, per-step per-file rows), with a `host` column;
     empty frames for logs that came without a series (imported logs), and
     for the logs load_snapshot skipped (`skipped`: its meta["skipped_logs"]).
-    A series that is unreadable or not ours raises TfdarshanError."""
+    A series that is unreadable or not ours raises TfdarshanError. read:
+    as load_snapshot's."""
     steps, files = [], []
     left_out = {s["log"] for s in skipped}
     for h in [x for x in ([host] if host else session.hosts) if f"{x}.darshan" not in left_out]:
@@ -219,6 +238,6 @@ def load_steps(session: Session, host: Optional[str] = None, skipped=()):
         if os.path.lexists(s):
             steps.append(read_series(s, STEP_COLUMNS).assign(host=h))
         if os.path.lexists(f):
-            files.append(read_series(f, FILE_COLUMNS).assign(host=h))
+            files.append(_read_series(f, FILE_COLUMNS, read).assign(host=h))
     return (pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(),
             pd.concat(files, ignore_index=True) if files else pd.DataFrame())

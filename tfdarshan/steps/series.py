@@ -95,7 +95,11 @@ def read_parquet(path) -> pd.DataFrame:
     """(pages written without a CRC, by older versions, are read unchecked)"""
     df = pd.read_parquet(path, page_checksum_verification=True)
     if "path" in df:
-        df["path"] = pd.Series([os.fsdecode(p) for p in df["path"]], dtype=object)
+        # each distinct path decoded once: a series repeats a file's path every step it is read in
+        # (a missing path is a value too, and fails to decode as it always did)
+        codes, uniq = pd.factorize(df["path"], use_na_sentinel=False)
+        decoded = np.array([os.fsdecode(p) for p in uniq], dtype=object)
+        df["path"] = pd.Series(decoded[codes], dtype=object)
     return df
 
 

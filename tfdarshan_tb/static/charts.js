@@ -49,6 +49,58 @@ export const amount = (text, extra = {}) => axis(text, {rangemode: 'tozero', ...
 export const layout = (extra) => ({margin: {l: 70, r: 70, t: 30, b: 80}, showlegend: true,
   legend: {orientation: 'h', x: 0, xref: 'container', y: 0, yref: 'container', yanchor: 'bottom'}, ...extra});
 
+// A legend that wraps to several rows needs a taller foot, and automargin
+// finds that out only after drawing the plot once: it then lays the plot
+// out and draws it all again (the per-step chart's five entries, a third
+// of the page's drawing). So the foot is worked out before drawing, as
+// Plotly's horizontal legend lays its entries out (legend/draw.js): an
+// entry is its text plus 40 px (swatch and gaps), 5 px apart; all in one
+// row if they fit the plot's width, else in columns as wide as the widest
+// entry; a row is 19 px (a 12 px font's line, at least 16, plus 3), and
+// the legend 10 px more. Under the plot, the x axis's tick labels and
+// title take 42 px above the legend. Automargin is kept: should a
+// measurement here fall short, the chart is still right, drawn twice.
+const LEGEND_FONT = '12px "Open Sans", verdana, arial, sans-serif';    // Plotly's default font
+const FIGURE_HEIGHT = 300;       // .chart's height in page.js
+const ENTRY_EXTRA = 40, ENTRY_GAP = 5, LEGEND_ROW = 19, LEGEND_PAD = 10, X_AXIS_FOOT = 42;
+let ruler = null;
+const textWidth = (text) => {
+  ruler = ruler || document.createElement('canvas').getContext('2d');
+  ruler.font = LEGEND_FONT;
+  // (names reach Plotly escaped by plain(); it shows them unescaped)
+  return ruler.measureText(text.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&')).width;
+};
+export function legendRows(names, plotWidth) {
+  if (!names.length) return 0;
+  const widths = names.map((n) => textWidth(n) + ENTRY_EXTRA);
+  const widest = Math.max(...widths);
+  const maxWidth = Math.max(plotWidth, 2 * ENTRY_EXTRA);
+  if (widths.reduce((a, b) => a + b, 0) + (names.length - 1) * ENTRY_GAP < maxWidth) return 1;
+  let rows = 0, x = 0;
+  for (let i = 0; i < names.length; i++) {
+    if (rows === 0 || widest + ENTRY_GAP + x - ENTRY_GAP >= maxWidth) {
+      rows += 1;
+      x = 0;
+    }
+    x += widest + ENTRY_GAP;
+  }
+  return rows;
+}
+
+// The figure's layout with the bottom margin its legend needs in a plot
+// `width` px wide (the box it is drawn in), so that Plotly lays it out once.
+export function withLegendFoot(fig, width) {
+  const lay = fig.layout;
+  if (lay.showlegend === false) return lay;
+  const names = fig.data.filter((t) => t.showlegend !== false).map((t) => String(t.name));
+  const m = lay.margin;
+  const rows = legendRows(names, Math.round(width) - m.l - m.r);
+  // (a legend taller than half the figure scrolls within that half)
+  const legend = Math.min(rows * LEGEND_ROW + LEGEND_PAD, Math.max(30, 0.5 * (lay.height || FIGURE_HEIGHT)));
+  const foot = rows ? Math.ceil(legend) + X_AXIS_FOOT : 0;
+  return foot > m.b ? {...lay, margin: {...m, b: foot}} : lay;
+}
+
 // Long series as lines; a few steps as bars.
 export const MANY_STEPS = 500;
 // A downsampled series (the server keeps each bucket's min and max: two

@@ -1,6 +1,6 @@
 // Shared by the tab's modules: the page's state, DOM and number helpers,
-// the JSON routes and the chart library. Data from logs (file names above
-// all) is only ever set as text, never parsed as HTML.
+// the JSON routes, and keeping the chart library compiled. Data from logs
+// (file names above all) is only ever set as text, never parsed as HTML.
 
 export const PAGE = 50;
 // sort: null until the server names the column that matters for the session
@@ -49,25 +49,14 @@ export async function get(route, extra = {}) {
   return body;
 }
 
-let plotlyLoading = null;
-export function loadPlotly() {
-  if (window.Plotly) return Promise.resolve(window.Plotly);
-  if (plotlyLoading) return plotlyLoading;
-  return plotlyLoading = new Promise((resolve, reject) => {
-    const s = el('script', {src: './plotly.js'});
-    s.onload = () => resolve(window.Plotly);
-    s.onerror = () => reject(new Error('could not load the chart library'));
-    document.head.append(s);
-  });
-}
-
 // Chromium compiles a script afresh on its first two loads and keeps the
 // compiled code from the second on (V8's code cache): the chart library
 // would compile again when the tab is next opened. Once the page is drawn,
 // in idle time, load it once more in a hidden frame of its own, so the
 // next opening finds it compiled. Once per browser and library version.
 const PRIMED = 'tfdarshan-chart-library-compiled';
-export function keepChartLibraryCompiled() {
+// library: the chart library's address (index.js's `library`).
+export function keepChartLibraryCompiled(library) {
   let version;
   try {
     version = window.Plotly && window.Plotly.version;
@@ -81,7 +70,7 @@ export function keepChartLibraryCompiled() {
     frame.addEventListener('load', () => {
       const doc = frame.contentDocument;
       const s = doc.createElement('script');
-      s.src = new URL('./plotly.js', document.baseURI).href;
+      s.src = library;
       s.onload = s.onerror = () => frame.remove();
       doc.head.append(s);
     }, {once: true});
