@@ -30,7 +30,7 @@ from typing import Dict, List
 import numpy as np
 
 from case_studies import stats as S
-from case_studies.runner import SLOW_PROBE, probe_slow
+from case_studies.runner import probe_slow, slow_probe
 from case_studies.slowfs import CpuMeter, mounted
 
 CONFIGS = ("none", "slow, synchronous", "fast + drain")
@@ -52,9 +52,11 @@ class CheckpointConfig:
     rounds: int = 5
     probes: int = 3                    # slow-tier probes (see runner.probe_slow)
     probe_repeats: int = 5
+    probe_share: float = 1.0           # each slow-tier probe's size, opens and reads (runner.slow_probe)
 
 
-SCALES = {"tiny": CheckpointConfig(steps=6, every=3, width=1024, rounds=1, probes=2, probe_repeats=2),
+SCALES = {"tiny": CheckpointConfig(steps=6, every=3, width=1024, rounds=1, probes=2, probe_repeats=2,
+                                   probe_share=0.25),
           "small": CheckpointConfig(), "paper": CheckpointConfig(steps=300, every=30)}
 
 
@@ -148,7 +150,7 @@ def run_study(cfg: CheckpointConfig, workdir: pathlib.Path, log=print) -> Dict:
                  bandwidth=cfg.bandwidth, write_latency=cfg.write_latency, write_bandwidth=cfg.write_bandwidth,
                  fsync_latency=cfg.fsync_latency) as tier:
         result["tiers"] = {"slow": probe_slow(os.path.join(mnt, ".probe"), cfg.probes, cfg.probe_repeats,
-                                              **SLOW_PROBE)}
+                                              **slow_probe(cfg.probe_share))}
         fast_root = tempfile.mkdtemp(prefix="tfd-ckpt-", dir="/dev/shm")
         result["tiers"]["fast"] = tiers.probe(fast_root, size=16 << 20).to_dict()
         rounds = []

@@ -64,14 +64,18 @@ class Config:
     rounds: int = 5                    # repetitions of every configuration, interleaved
     probes: int = 3                    # slow-tier probes, which must agree within PROBE_AGREEMENT
     probe_repeats: int = 5             # measurements a probe takes the median of
+    probe_share: float = 1.0           # each slow-tier probe's size, opens and reads: this share of SLOW_PROBE's
     staging: str = "served"            # how staged configurations read their copies: "served" or "paths"
     route_rounds: int = 0              # rounds of whole `tfdarshan run`s, unstaged/--staged/edited (routes.py)
 
 
 SCALES = {
-    # tiny checks the mechanics only (one round, two short probes): no figure of it is a result
-    "tiny": {"imagenet": Config("imagenet", 48, size_scale=0.5, batch=8, rounds=1, probes=2, probe_repeats=2),
-             "malware": Config("malware", 24, size_scale=1 / 16, batch=4, rounds=1, probes=2, probe_repeats=2)},
+    # tiny checks the mechanics only (one round, two short probes of a quarter of the size): no figure of it
+    # is a result
+    "tiny": {"imagenet": Config("imagenet", 48, size_scale=0.5, batch=8, rounds=1, probes=2, probe_repeats=2,
+                                probe_share=0.25),
+             "malware": Config("malware", 24, size_scale=1 / 16, batch=4, rounds=1, probes=2, probe_repeats=2,
+                               probe_share=0.25)},
     "small": {"imagenet": Config("imagenet", 1500), "malware": Config("malware", 160, batch=16, route_rounds=5)},
     "paper": {"imagenet": Config("imagenet", 128_000), "malware": Config("malware", 10_868, batch=16)},
 }
@@ -79,6 +83,15 @@ PROBE_AGREEMENT = 0.10
 # each probe's read latency is the median of 5 x 128 cold 4 KiB reads: with
 # 32 a run on a loaded machine disagreed by 14 % (a quiet one: 1-2 % either way)
 SLOW_PROBE = dict(size=16 << 20, opens=50, small_reads=128)
+
+
+def slow_probe(share: float = 1.0) -> Dict[str, int]:
+    """SLOW_PROBE's size (whole MiB), opens and reads, each `share` of it."""
+    return {"size": max(1, round((SLOW_PROBE["size"] >> 20) * share)) << 20,
+            "opens": max(1, round(SLOW_PROBE["opens"] * share)),
+            "small_reads": max(1, round(SLOW_PROBE["small_reads"] * share))}
+
+
 CONFIGS = ("unprofiled", "profiled", "recommended", "under 2 MB")
 
 
@@ -320,7 +333,8 @@ def run_study(cfg: Config, workdir: pathlib.Path, log=print) -> Dict:
         with mounted(str(data), mnt, meta_latency=cfg.meta_latency, read_latency=cfg.read_latency,
                      bandwidth=cfg.bandwidth) as tier:
             slow_paths = [os.path.join(mnt, os.path.relpath(p, data)) for p in local]
-            slow = probe_slow(os.path.join(mnt, ".probe"), cfg.probes, cfg.probe_repeats, **SLOW_PROBE)
+            slow = probe_slow(os.path.join(mnt, ".probe"), cfg.probes, cfg.probe_repeats,
+                              **slow_probe(cfg.probe_share))
             fast = tiers.probe(fast_root, size=16 << 20)
             result["tiers"] = {"slow": slow, "fast": fast.to_dict()}
             m = slow["median"]

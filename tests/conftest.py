@@ -118,6 +118,24 @@ def pipeline_ranks(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def mpi_tf_job(tmp_path_factory):
+    """The job of four TensorFlow ranks under mpirun (helpers/mpi_tf_job.py),
+    run once for the whole run, whichever worker asks first: a dict of its
+    log directory, its data and its ranks' own figures, as strings. Read
+    it, never change it."""
+    import importlib.util
+
+    from mpi_env import needs_mpi
+    if needs_mpi.args[0]:
+        pytest.skip(needs_mpi.kwargs["reason"])
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("TensorFlow is not installed (make test installs tensorflow-cpu)")
+    from mpi_tf_job import run_job
+    from rank_session import made_once
+    return made_once("mpi_tf_job", tmp_path_factory, run_job)
+
+
+@pytest.fixture(scope="session")
 def iostress(tmp_path_factory):
     """tests/native/iostress.c built into a shared library, loaded with ctypes."""
     import ctypes

@@ -62,6 +62,14 @@ def job(tmp_path_factory):
     return {"root": root, "logdir": logdir, "session": s, "data": [str(x) for x in data], "runtime": runtime}
 
 
+@pytest.fixture(scope="module")
+def server(job):
+    """One TensorBoard on the job's log directory for the tab's tests (each
+    start imports TensorFlow)."""
+    with tensorboard(job["logdir"]) as url:
+        yield url
+
+
 def test_recommend_leaves_the_runtimes_segments_out(job):
     (job["root"] / "fast").mkdir(exist_ok=True)
     p = subprocess.run([sys.executable, "-m", "tfdarshan", "recommend", str(job["logdir"]), "--fast-tier",
@@ -77,11 +85,10 @@ def test_recommend_leaves_the_runtimes_segments_out(job):
     assert not any(x in f["detail"] for f in mapped for x in job["runtime"]), mapped
 
 
-def test_the_tab_names_them_and_lists_them_after_the_data(job):
+def test_the_tab_names_them_and_lists_them_after_the_data(job, server):
     s = job["session"]
     q = urllib.parse.urlencode({"run": s.run, "session": s.name, "limit": 1000})
-    with tensorboard(job["logdir"]) as url:
-        status, _, body = fetch(url, "/data/plugin/tfdarshan/files?" + q)
+    status, _, body = fetch(server, "/data/plugin/tfdarshan/files?" + q)
     assert status == 200, body[:300]
     page = json.loads(body)
     rows = [dict(zip(page["columns"], r)) for r in page["rows"]]
@@ -107,7 +114,7 @@ def test_analyze_says_them_apart_from_data_read_through_mmap(job):
     assert "shared files: none (no data file was read or written by more than one of the 2 ranks)" in lines
 
 
-def test_the_tabs_mmap_card_counts_data_only_and_says_the_runtimes_apart(job):
+def test_the_tabs_mmap_card_counts_data_only_and_says_the_runtimes_apart(job, server):
     """The card 'read through mmap' adds up the data's mapped bytes only; the
     runtime's mapped segments are a card of their own. Expected sums from
     the logs' own rows, split by the test's own list of runtime paths."""
@@ -116,14 +123,13 @@ def test_the_tabs_mmap_card_counts_data_only_and_says_the_runtimes_apart(job):
     runtime = extra["path"].map(is_runtime)
     assert extra.loc[runtime, "MMAP_BYTES"].sum() > 0          # Open MPI mapped its segments
     q = urllib.parse.urlencode({"run": s.run, "session": s.name})
-    with tensorboard(job["logdir"]) as url:
-        status, _, body = fetch(url, "/data/plugin/tfdarshan/summary?" + q)
-        assert status == 200, body[:300]
-        card = json.loads(body)
-        # one rank's view has the per-step mmap series (the ranks' chart sums no mapped bytes)
-        host = sorted(s.hosts)[0]
-        status, _, body = fetch(url, "/data/plugin/tfdarshan/steps?" + urllib.parse.urlencode(
-            {"run": s.run, "session": s.name, "host": host}))
+    status, _, body = fetch(server, "/data/plugin/tfdarshan/summary?" + q)
+    assert status == 200, body[:300]
+    card = json.loads(body)
+    # one rank's view has the per-step mmap series (the ranks' chart sums no mapped bytes)
+    host = sorted(s.hosts)[0]
+    status, _, body = fetch(server, "/data/plugin/tfdarshan/steps?" + urllib.parse.urlencode(
+        {"run": s.run, "session": s.name, "host": host}))
     assert card["mmap_bytes"] == int(extra.loc[~runtime, "MMAP_BYTES"].sum())
     assert card["runtime_mmap_bytes"] == int(extra.loc[runtime, "MMAP_BYTES"].sum())
     # the per-step chart's mmap series, the same way: per training step, the data's mapped bytes only

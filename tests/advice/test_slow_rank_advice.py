@@ -85,17 +85,25 @@ def test_all_of_the_slow_ranks_files_are_staged_on_dev_shm(job, tmp_path):
         fast.rmdir()
 
 
-def test_all_of_the_slow_ranks_files_are_staged_on_a_local_disk(job):
+@pytest.fixture(scope="module")
+def local_disk(job):
+    """A fast tier in a directory beside the job, and recommend's advice for
+    it (asked once: two tests read it)."""
     fast = job["root"] / "local-disk"
     fast.mkdir(exist_ok=True)
+    return fast, recommend(job, fast)
+
+
+def test_all_of_the_slow_ranks_files_are_staged_on_a_local_disk(job, local_disk):
+    fast, advice = local_disk
     from tfdarshan.capture import mounts as M
     mount = M.mount_of(str(fast.resolve()), M.current())
     if mount is None or mount.fstype in ("tmpfs", "fuse") or mount.fstype.startswith("fuse."):
         pytest.skip(f"{fast} is not on a local disk here ({mount.fstype if mount else 'no mount'})")
-    check(job, recommend(job, fast))
+    check(job, advice)
 
 
-def test_recommend_says_its_prediction_assumes_a_core_per_rank(job, tmp_path):
+def test_recommend_says_its_prediction_assumes_a_core_per_rank(job, local_disk):
     """Four ranks on a node of fewer cores: once the slow rank stops waiting
     it competes with the others for the cores, which the prediction does not
     model; recommend names the node and says so. Each rank's log records the
@@ -110,9 +118,7 @@ def test_recommend_says_its_prediction_assumes_a_core_per_rank(job, tmp_path):
         assert cores.parse(meta["cpus"]) <= set(range(os.cpu_count()))
     if SR.RANKS <= os.cpu_count():
         pytest.skip(f"this node has {os.cpu_count()} cores: {SR.RANKS} ranks have one each")
-    fast = job["root"] / "local-disk"
-    fast.mkdir(exist_ok=True)
-    advice = recommend(job, fast)
+    _, advice = local_disk
     [crowded] = advice["job"]["model"]["shared_cores"]
     assert crowded["ranks"] == SR.RANKS and crowded["cores"] <= os.cpu_count()
     assert "more ranks than cores" in advice["plans"]["report"]

@@ -15,26 +15,13 @@ import pytest
 import tfdarshan
 from tfdarshan.logs import joblog, logdir as logdir_mod
 from mpi_env import MPI_ENV, needs_mpi
+from mpi_tf_job import NRANKS as JOB_RANKS, SHARED_SIZE, make_shards as make_data
 from places import WORKERS
 
 pytestmark = pytest.mark.cost(60)
 
 WORKER = WORKERS / "rank_reader.py"
 HOST = socket.gethostname()
-SHARED_SIZE = 70_000
-
-
-def make_data(root: pathlib.Path, nranks: int):
-    """Two shards a rank, of sizes unique to the rank, and one shared file."""
-    root.mkdir()
-    sizes = {}
-    for r in range(nranks):
-        for i in range(2):
-            p = root / f"shard{r}_{i}.bin"
-            p.write_bytes(os.urandom(1000 * (r + 1) + 10 * i))
-            sizes[str(p)] = (r, p.stat().st_size)
-    (root / "shared.bin").write_bytes(os.urandom(SHARED_SIZE))
-    return sizes
 
 
 def session_dir(logdir: pathlib.Path) -> pathlib.Path:
@@ -160,19 +147,13 @@ def test_mpi_init_and_finalize_under_tfdarshan_run(tmp_path):
 
 
 @needs_mpi
-def test_mpirun_four_ranks_tf_pipeline(tmp_path, tf):
-    nranks = 4
-    sizes = make_data(tmp_path / "data", nranks)
-    logdir = tmp_path / "logs"
-    p = subprocess.run(["mpirun", "-np", str(nranks), sys.executable, "-m", "tfdarshan", "run",
-                        "--logdir", str(logdir), str(WORKER), str(tmp_path / "data"), "tf"],
-                       env={**os.environ, **MPI_ENV}, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    # (each rank checked the bytes it read itself: mpirun interleaves their output)
+def test_mpirun_four_ranks_tf_pipeline(mpi_tf_job):
+    # four ranks under mpirun, each reading its shards and the shared file with tf.io.read_file
+    # (the shared job's set-up: helpers/mpi_tf_job.py; each rank checked the bytes it read itself)
     # tf.io.read_file: the whole file in one pread, then one at end of file
-    log = check_job(logdir, sizes, nranks, reads_per_file=2)
+    log = check_job(pathlib.Path(mpi_tf_job["logdir"]), mpi_tf_job["sizes"], JOB_RANKS, reads_per_file=2)
     assert log.name.startswith("ompi-")
-    assert_drishti_reads(log, nranks)
+    assert_drishti_reads(log, JOB_RANKS)
 
 
 def assert_drishti_reads(log, nranks):
@@ -197,11 +178,11 @@ def test_job_log_read_back_counts_partly_shared_files_once_per_rank(tmp_path):
     part.write_bytes(os.urandom(3000))
     logs = {}
     for r in range(nranks):
-        script = tmp_path / f"r{r}.py"
-        script.write_text(f"open({str(part)!r}, 'rb').read()\n" if r != 1 else "pass\n")
+        # each rank's own log, recorded here (rank 1 reads nothing)
         out = tmp_path / f"logs{r}"
-        subprocess.run([sys.executable, "-m", "tfdarshan", "run", "--logdir", str(out), str(script)], check=True,
-                       capture_output=True)
+        with tfdarshan.profile(logdir=str(out)):
+            if r != 1:
+                part.read_bytes()
         logs[r] = next(out.glob("plugins/tfdarshan/*/*.darshan"))
     job = write_job_log(tmp_path, logs, "test", nranks)
     nprocs, rows = posix_rows(job)

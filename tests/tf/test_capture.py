@@ -82,35 +82,66 @@ def check_window(log, data, worker_reads, t_call, t_return):
     assert got < sum(n for _, n in worker_reads)        # the reads before and after the capture are out
 
 
-def test_profiler_server_capture_records_the_window(tf, tmp_path):
-    """One capture of two workers (a single worker's capture is the capture
-    button's, test_tensorboards_capture_button_records_io)."""
-    n_workers = 2
-    workers = start_workers(tmp_path, n_workers)
-    logdir = tmp_path / "logs"
+@pytest.fixture(scope="module")
+def captures(tf, tmp_path_factory):
+    """Two captures of one pair of workers (each worker imports TensorFlow:
+    the tests share them): both workers through the profiler client, as
+    `client.trace` does; then the first worker alone through the Profile
+    tab's "Capture Profile" button, TensorBoard's XProf plugin asking the
+    worker's profiler server for the trace (its capture route, as the
+    button's dialog calls it). Then the workers' own record of their reads."""
+    from tb_helpers import fetch, tensorboard
+    root = tmp_path_factory.mktemp("captures")
+    workers = start_workers(root, 2)
+    client_dir, tb_dir = root / "logs", root / "tb"
+    tb_dir.mkdir()
     try:
         time.sleep(1.0)                                  # reads before the capture, to keep out
         t_call = time.time()
         tf.profiler.experimental.client.trace(",".join(f"grpc://127.0.0.1:{port}" for port, _, _ in workers),
-                                              str(logdir), 2000)
-        t_return = time.time()
-        logs = wait_for(logdir, "plugins/profile/*/*.darshan", n_workers)
+                                              str(client_dir), 2000)
+        client = {"t_call": t_call, "t_return": time.time()}
+        client["logs"] = wait_for(client_dir, "plugins/profile/*/*.darshan", len(workers))
         time.sleep(1.0)                                  # reads after it, to keep out too
+        port = workers[0][0]
+        with tensorboard(tb_dir) as url:
+            t_call = time.time()
+            status, _, body = fetch(url, f"/data/plugin/profile/capture_profile?service_addr=127.0.0.1:{port}"
+                                         "&duration=2000&num_retry=0&host_tracer_level=2")
+            button = {"t_call": t_call, "t_return": time.time(), "status": status, "body": body[:500]}
+            if status == 200:
+                (button["log"],) = wait_for(tb_dir, "plugins/profile/*/*.darshan", 1)
+                deadline = time.time() + 60        # the tab re-reads the log directory every few seconds
+                while True:
+                    status, _, body = fetch(url, "/data/plugin/tfdarshan/runs")
+                    listed = [h for r in json.loads(body)["runs"] for s in r["sessions"] for h in s["hosts"]]
+                    if listed or time.time() > deadline:
+                        break
+                    time.sleep(0.5)
+                button.update(runs_status=status, listed=listed)
     finally:
-        reads = finish(tmp_path, workers)
+        reads = finish(root, workers)
+    return {"workers": workers, "reads": reads, "client": client, "client_dir": client_dir, "button": button}
+
+
+def test_profiler_server_capture_records_the_window(captures):
+    """One capture of two workers (a single worker's capture is the capture
+    button's, test_tensorboards_capture_button_records_io)."""
+    workers, reads, c = captures["workers"], captures["reads"], captures["client"]
+    logs = c["logs"]
     # each worker's log is named after its own XPlane (<host>_<port>)
     assert sorted(x.name for x in logs) == sorted(f"127.0.0.1_{port}.darshan" for port, _, _ in workers)
     for (port, _, data), worker_reads in zip(workers, reads):
         (log,) = [x for x in logs if x.name == f"127.0.0.1_{port}.darshan"]
-        check_window(log, data, worker_reads, t_call, t_return)
+        check_window(log, data, worker_reads, c["t_call"], c["t_return"])
         # the worker's XPlane got the I/O lines, and the tab lists the session
         xp = log.with_name(log.name.replace(".darshan", ".xplane.pb"))
         from xprof.convert import raw_to_tool_data
         events, _ = raw_to_tool_data.xspace_to_tool_data([str(xp)], "trace_viewer", {})
         assert b"POSIX read" in (events if isinstance(events, bytes) else events.encode())
     from tfdarshan.logs.logdir import find_sessions
-    (session,) = find_sessions(logdir)
-    assert len(session.hosts) == n_workers
+    (session,) = find_sessions(captures["client_dir"])
+    assert len(session.hosts) == len(workers)
 
 
 LOCAL = """
@@ -151,31 +182,12 @@ def test_local_sessions_are_not_taken_for_captures(tf, tmp_path):
     assert len(logs) == 3 and all(x.name == f"{host}.darshan" or x.name.startswith(f"{host}_") for x in logs), logs
 
 
-def test_tensorboards_capture_button_records_io(tf, tmp_path):
-    """The Profile tab's "Capture Profile" button: TensorBoard's XProf plugin
-    asks the worker's profiler server for the trace (its capture route, as
-    the button's dialog calls it); the worker writes its XPlane and ours
-    into TensorBoard's log directory, and the I/O tab lists the session."""
-    from tb_helpers import fetch, tensorboard
-    (port, _, data), = workers = start_workers(tmp_path, 1)
-    logdir = tmp_path / "logs"
-    logdir.mkdir()
-    try:
-        with tensorboard(logdir) as url:
-            t_call = time.time()
-            status, _, body = fetch(url, f"/data/plugin/profile/capture_profile?service_addr=127.0.0.1:{port}"
-                                         "&duration=2000&num_retry=0&host_tracer_level=2")
-            t_return = time.time()
-            assert status == 200 and b"error" not in body.lower(), body[:500]
-            (log,) = wait_for(logdir, "plugins/profile/*/*.darshan", 1)
-            deadline = time.time() + 60        # the tab re-reads the log directory every few seconds
-            while True:
-                status, _, body = fetch(url, "/data/plugin/tfdarshan/runs")
-                listed = [h for r in json.loads(body)["runs"] for s in r["sessions"] for h in s["hosts"]]
-                if listed or time.time() > deadline:
-                    break
-                time.sleep(0.5)
-            assert status == 200 and listed == [f"127.0.0.1_{port}"]
-    finally:
-        (worker_reads,) = finish(tmp_path, workers)
-    check_window(log, data, worker_reads, t_call, t_return)
+def test_tensorboards_capture_button_records_io(captures):
+    """The Profile tab's "Capture Profile" button (the second capture of
+    the first worker, after the client's of both): the worker writes its
+    XPlane and ours into TensorBoard's log directory, and the I/O tab lists
+    the session."""
+    (port, _, data), b = captures["workers"][0], captures["button"]
+    assert b["status"] == 200 and b"error" not in b["body"].lower(), b["body"]
+    assert b["runs_status"] == 200 and b["listed"] == [f"127.0.0.1_{port}"]
+    check_window(b["log"], data, captures["reads"][0], b["t_call"], b["t_return"])

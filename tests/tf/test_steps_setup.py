@@ -10,9 +10,7 @@ Assertions hold for any latency: durations are compared with wall times
 measured around them (a step lies inside fit(), so their sum is at most
 fit's time), and set-up is at least the time slept in it."""
 import json
-import os
-import subprocess
-import sys
+import pathlib
 import time
 
 import pytest
@@ -21,8 +19,8 @@ import tfdarshan
 from tfdarshan.measures import input_wait
 from tfdarshan.logs.logdir import find_sessions, load_steps
 from tfdarshan.steps.series import AFTER_STEPS, SETUP_STEP
-from mpi_env import MPI_ENV, needs_mpi
-from places import WORKERS
+from mpi_env import needs_mpi
+from mpi_tf_job import FIT_FILES, NRANKS, PAUSE, batch_size
 
 pytestmark = pytest.mark.cost(45)
 
@@ -76,24 +74,12 @@ def test_setup_and_wind_down_are_apart_in_one_process(tmp_path):
 
 
 @needs_mpi
-def test_mpirun_four_ranks_keras_steps_are_fits_batches(tmp_path, tf):
+def test_mpirun_four_ranks_keras_steps_are_fits_batches(mpi_tf_job):
     # given four ranks under mpirun that set up for PAUSE s (and read a config file) before fit()
-    nranks, pause = 4, 1.5
-    data = tmp_path / "data"
-    data.mkdir()
-    for r in range(nranks):
-        for i in range(3):
-            (data / f"r{r}_{i}.bin").write_bytes(os.urandom(20_000 * (r + 1)))
-    config = tmp_path / "config.json"
-    config.write_bytes(b"{}" * 2000)
-    out = tmp_path / "out"
-    out.mkdir()
-    logdir = tmp_path / "logs"
-    # when
-    p = subprocess.run(["mpirun", "-np", str(nranks), sys.executable, "-m", "tfdarshan", "run", "--logdir",
-                        str(logdir), str(WORKERS / "fit_setup.py"), str(data), str(config), str(out),
-                        str(pause)], env={**os.environ, **MPI_ENV}, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
+    # (the shared job: helpers/mpi_tf_job.py)
+    nranks, pause = NRANKS, PAUSE
+    data, config, out = (pathlib.Path(mpi_tf_job[k]) for k in ("batches", "config", "out"))
+    logdir = pathlib.Path(mpi_tf_job["logdir"])
     # then: each rank's steps are its batches, inside its own fit()
     [s] = find_sessions(logdir)
     assert len(s.hosts) == nranks
@@ -111,6 +97,9 @@ def test_mpirun_four_ranks_keras_steps_are_fits_batches(tmp_path, tf):
         setup_files = files[files["step"] == SETUP_STEP]
         assert str(config) in set(setup_files["path"])
         assert str(config) not in set(files.loc[files["step"] >= 0, "path"])
-        # every byte of the rank's own shards was read in the window, prefetch included
+        # and so are the shards its set-up read through tf.data before fit()
+        shards = {p for p, (owner, _) in mpi_tf_job["sizes"].items() if owner == r}
+        assert shards <= set(setup_files["path"]) and not shards & set(files.loc[files["step"] >= 0, "path"])
+        # every byte of the rank's own batch files was read in the window, prefetch included
         mine = files[files["path"].str.startswith(str(data))]
-        assert int(mine["bytes_read"].sum()) == 2 * 3 * 20_000 * (r + 1)
+        assert int(mine["bytes_read"].sum()) == 2 * FIT_FILES * batch_size(r)

@@ -167,15 +167,21 @@ def run_cli(*args, env=None, timeout=600):
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 
-@pytest.mark.parametrize("steps", [None, "2:4"])
-def test_tfdarshan_run_whole_script(tf, tmp_path, steps):
+@pytest.mark.parametrize("steps, fails", [(None, True), ("2:4", False)])
+def test_tfdarshan_run_whole_script(tf, tmp_path, steps, fails):
+    """A whole script under `run`, its window the whole run or --steps'; the
+    whole run's script raises after fit(), and its log holds everything all
+    the same (the --steps run ends normally: both ways out are checked)."""
     files = write_tfrecords(tf, tmp_path / "data", files=4)
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     logdir = tmp_path / "logs"
     extra = ["--steps", steps] if steps else []
-    r = run_cli("--logdir", str(logdir), *extra, str(script), *files)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = run_cli("--logdir", str(logdir), *extra, str(script), *files, env={"FAIL_AT_END": "1"} if fails else None)
+    if fails:
+        assert r.returncode == 1 and "the training script failed" in r.stderr, r.stderr[-3000:]
+    else:
+        assert r.returncode == 0, r.stderr[-3000:]
     run = session_dir(logdir)
     # one process, one window: one log (--steps once wrote a second one at exit)
     assert sorted(p.name for p in run.glob("*.darshan")) == [f"{HOST}.darshan"]
@@ -272,16 +278,6 @@ def test_xprof_lists_only_sessions_with_its_profile(tf, tmp_path):
         status, _, body = fetch(url, "/data/plugin/tfdarshan/runs")
         ours = [s["session"] for run in json.loads(body)["runs"] for s in run["sessions"]]
         assert status == 200 and len(ours) == 3, body
-
-
-def test_tfdarshan_run_writes_logs_on_exception(tf, tmp_path):
-    files = write_tfrecords(tf, tmp_path / "data", files=2)
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
-    r = run_cli("--logdir", str(tmp_path / "logs"), str(script), *files, env={"FAIL_AT_END": "1"})
-    assert r.returncode == 1
-    assert "the training script failed" in r.stderr
-    assert (session_dir(tmp_path / "logs") / f"{HOST}.darshan").exists()
 
 
 def test_tfdarshan_run_writes_logs_on_sigterm(tmp_path):
