@@ -23,8 +23,11 @@ after its measured CPU and is printed apart), and the
 per-file calls (stat, open, two preads, close, as tf.io.read_file makes
 them) timed natively in this process, detached and attached interleaved,
 split into the opening calls and the reads; the rest is what neither
-explains (tf.data's new threads taking each file's counters over, cache
-misses the native loop does not see, and the noise of a shared machine)."""
+explains: chiefly the cache misses on each file's state, which the native
+loop (one file re-read, its state hot) does not see and a real pipeline
+(each file read once a pass, the whole dataset streaming through the
+caches in between) takes at every file (bench_pipeline_lines.py counts
+them), and the noise of a shared machine."""
 from __future__ import annotations
 
 import argparse
@@ -113,8 +116,8 @@ def where_it_goes(rounds, paths, files_read: int) -> None:
           f"(stat, open, close {opens_ns:+.0f} ns; two preads {2 * pread_ns:+.0f} ns) = {calls * 1e3:+.1f} ms")
     print(f"  collects: {collects * 1e3:.1f} ms of CPU during the measurement; the collect at detach, "
           f"after it, folds the rest of what it wrote: {at_detach * 1e3:.1f} ms more, not in the measured CPU")
-    print(f"  the rest: {(measured - calls - collects) * 1e3:+.1f} ms (new tf.data threads taking each file's "
-          f"counters over, caches the native loop keeps warm, the machine's noise)")
+    print(f"  the rest: {(measured - calls - collects) * 1e3:+.1f} ms (cache misses on each file's state, cold at "
+          f"every pass here and warm in the native loop: bench_pipeline_lines.py; the machine's noise)")
 
 
 def main(argv=None) -> int:

@@ -14,7 +14,8 @@
 
 #define INDEX_CHUNK 1024
 
-_Static_assert(offsetof(tfd_rec, module) + sizeof(int) <= 64, "a read's fields of a record fill its first line");
+_Static_assert(offsetof(tfd_rec, module) + sizeof(int) <= 64 && offsetof(tfd_rec, last_meta_end) < 64,
+               "a read's, an open's, a stat's and a close's fields of a record fill its first line");
 
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t record_cap;      /* per module */

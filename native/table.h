@@ -9,8 +9,9 @@
 
 typedef struct rec_totals rec_totals;       /* totals.c's */
 
-/* Aligned to a cache line; the first holds all a read or a write reads
- * and writes of it. */
+/* Aligned to a cache line; the first holds all that a read, an open, a
+ * stat or a close reads and writes of it (a file read once touches one
+ * line of its record); a write also touches last_write_end in the second. */
 typedef struct tfd_rec {
     int64_t index;
     int64_t alignment_mask;     /* file_alignment - 1 when a power of two, else -1 */
@@ -18,11 +19,11 @@ typedef struct tfd_rec {
      * loads and stores: when threads race on a file the order they land in
      * is as arbitrary as the order of Darshan's lock) */
     int64_t offset, last_byte_read, last_byte_written;
-    int64_t last_read_end, last_write_end;
+    int64_t last_read_end, last_meta_end;
     int last_io_type;
     int module;
     /* the second line */
-    int64_t last_meta_end;
+    int64_t last_write_end;
     int64_t file_alignment;
     uint64_t id;
     char *path;

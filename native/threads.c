@@ -14,7 +14,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-_Static_assert(offsetof(tfd_shard, sum[S_SIZE_READ_100M_1G]) <= 128, "a read's sums sit in the shard's first two lines");
+_Static_assert(offsetof(tfd_shard, sum[S_ZERO_READS]) < 64 && offsetof(tfd_shard, sum[S_SIZE_READ_0_100]) == 64 &&
+               offsetof(tfd_shard, sum[S_SIZE_READ_10M_100M]) < 128,
+               "a read of up to 100 MB, and one at the end of the file, sit in the shard's first two lines");
+_Static_assert(offsetof(tfd_shard, sum[S_OPENS]) >= 128 && offsetof(tfd_shard, sum[S_SEEKS]) < 192,
+               "an open's, a stat's, a seek's and a close's sums sit in its third");
+_Static_assert(sizeof(shard_iext) == 128, "an interval's extremes and dirty link fill two lines");
 _Static_assert(offsetof(values, cnt[1]) <= 64, "a value tracker's first entry sits in one line");
 _Static_assert(offsetof(tfd_thread, tot_reads) + sizeof(int64_t) <= 64, "a read changes one line of its thread");
 _Static_assert(offsetof(tfd_thread, state) + sizeof(int) <= 128, "a call reads and a write changes one more");
@@ -324,7 +329,7 @@ void enter_interval(tfd_shard *s, int64_t e)
     /* the collector emptied list k before it opened interval e: read the
      * list after the interval number */
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    s->dirty_next[k] = RELAXED_LOAD(t->dirty[k]);
+    s->iext[k].dirty_next = RELAXED_LOAD(t->dirty[k]);
     __atomic_store_n(&t->dirty[k], s, __ATOMIC_RELEASE);
 }
 

@@ -37,21 +37,30 @@
 
 typedef struct tfd_thread tfd_thread;
 
+/* A shard's extremes of one interval, and its link in its holder's dirty
+ * list of that interval: two lines of their own, all that a shard's first
+ * update in an interval writes besides the shard's epoch. */
+struct tfd_shard;
+typedef struct shard_iext {
+    int64_t epoch;
+    int64_t v[E_N];
+    struct tfd_shard *dirty_next;
+} __attribute__((aligned(64))) shard_iext;
+
 /* What a call reads and writes of a shard sits in few lines: the header
- * and its first sums (a read: two lines), its extremes of the interval (a
- * line), and each value tracker's first entry (a line each). */
+ * and its first sums (a read: two lines; an open, a stat or a close: the
+ * third), its extremes of the interval (two lines), and each value
+ * tracker's first entry (a line each). */
 typedef struct tfd_shard {
     tfd_thread *owner;          /* its holder, whose sequence count guards it; NULL: released */
     int64_t epoch;              /* interval of the last update */
     int64_t sum[S_N];           /* starts at byte 16: see SUM_FIELDS */
     tfd_rec *rec;
-    /* by interval parity, as iext below */
-    struct tfd_shard *dirty_next[2];
     struct tfd_shard *next_in_thread;   /* the holder's shards */
     struct tfd_shard *next_of_rec;      /* the record's shards (never unlinked) */
     /* extremes of the interval being recorded and of the one before it,
      * by interval parity; the collector folds them into run totals */
-    struct { int64_t epoch; int64_t v[E_N]; } iext[2] __attribute__((aligned(64)));
+    shard_iext iext[2];
     values access __attribute__((aligned(64)));
     values stride __attribute__((aligned(64)));
     shard_seen seen __attribute__((aligned(64)));   /* the collector's: a line of its own */
@@ -253,7 +262,7 @@ int64_t threads_count(void) TFD_HIDDEN;         /* threads that ever recorded */
 /* Close the current interval: no update tagged with it is in flight when
  * this returns. Returns the interval closed. */
 int64_t threads_close_interval(void) TFD_HIDDEN;
-/* the thread's dirty list of interval parity k, taken (linked by dirty_next[k]) */
+/* the thread's dirty list of interval parity k, taken (linked by iext[k].dirty_next) */
 tfd_shard *threads_take_dirty(tfd_thread *t, int k) TFD_HIDDEN;
 /* Reading a shard consistently while its holder may write it: copy
  * between shard_read_begin (0: a write is in flight, try again) and

@@ -226,7 +226,7 @@ typedef struct shard_list { tfd_shard **p; int64_t n, cap; } shard_list;
 
 static int take_dirty(shard_list *l, tfd_shard *s, int k)
 {
-    for (; s; s = s->dirty_next[k]) {
+    for (; s; s = s->iext[k].dirty_next) {
         if (l->n == l->cap) {
             int64_t cap = l->cap ? 2 * l->cap : 4096;
             tfd_shard **p = realloc(l->p, (size_t)cap * sizeof(*p));
