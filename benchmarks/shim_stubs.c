@@ -307,9 +307,10 @@ static inline __attribute__((always_inline)) void prefetch_update(tfd_rec *r, vo
 
 static volatile int64_t sink;
 
-/* BEFORE: after the lookups, before the first clock read; T1, T2: the
- * clock reads; RECORD: the counting */
-#define VARIANT(name, BEFORE, T1, T2, RECORD)                                  \
+/* BACK: how the wrapper returns after the call (plain `return`, or the
+ * jump back below); BEFORE: after the lookups, before the first clock
+ * read; T1, T2: the clock reads; RECORD: the counting */
+#define VARIANT_BACK(name, BACK, BEFORE, T1, T2, RECORD)                       \
     __attribute__((flatten)) static ssize_t name(int fd, void *buf, size_t n, off_t off) \
     {                                                                        \
         tfd_rec *rec;                                                        \
@@ -323,8 +324,10 @@ static volatile int64_t sink;
         if (r >= 0) {                                                        \
             RECORD;                                                          \
         }                                                                    \
-        return r;                                                            \
+        BACK(r);                                                             \
     }
+#define RET_RETURN(r) return (r)
+#define VARIANT(name, ...) VARIANT_BACK(name, RET_RETURN, __VA_ARGS__)
 #define COUNT tfd_posix_read_rec(rec, ahead, r, off, TFD_DATA_FLAGS(1, ((uintptr_t)buf % 8) == 0), t1, t2)
 #define NOTHING ((void)0)
 
@@ -346,22 +349,7 @@ VARIANT(v_rdtscp, NOTHING, ticks_rdtscp(), ticks_rdtscp(), COUNT)
 #else
 #define JMP_RETURN(r) return (r)
 #endif
-#define VARIANT_JMP(name, BEFORE, T1, T2, RECORD)                              \
-    __attribute__((flatten)) static ssize_t name(int fd, void *buf, size_t n, off_t off) \
-    {                                                                        \
-        tfd_rec *rec;                                                        \
-        if (IDLE() || !(rec = tfd_posix_record(fd)) || rec == EXCLUDED)      \
-            return tfd_real_pread(fd, buf, n, off);                          \
-        void *ahead = tfd_posix_data_ahead(rec);                             \
-        BEFORE;                                                              \
-        uint64_t t1 = T1;                                                    \
-        ssize_t r = tfd_real_pread(fd, buf, n, off);                         \
-        uint64_t t2 = T2;                                                    \
-        if (r >= 0) {                                                        \
-            RECORD;                                                          \
-        }                                                                    \
-        JMP_RETURN(r);                                                       \
-    }
+#define VARIANT_JMP(name, ...) VARIANT_BACK(name, JMP_RETURN, __VA_ARGS__)
 VARIANT_JMP(v_copy_jmp, NOTHING, tfd_ticks(), tfd_ticks(), COUNT)
 VARIANT_JMP(v_lookup_only_jmp, NOTHING, 0, 0, sink = (ahead != NULL) + (int64_t)(t2 - t1))
 
