@@ -201,7 +201,8 @@ class IOPlugin(base_plugin.TBPlugin):
 
     def _read_ahead(self):
         """Compress the chart library, and load the session the page shows
-        first (page.js: the last run's last session, every host), unless
+        first (page.js: the last run's last session, every host) with what
+        its first views need (views.first_views), unless
         that needs its analysis tables built: no Dask run starts before
         someone opens the tab."""
         try:
@@ -212,7 +213,11 @@ class IOPlugin(base_plugin.TBPlugin):
             session = sessions[-1]
             if rank_data.is_many_ranks(session) and not tables_fresh(session.directory):
                 return
-            self._load(session, None)
+            _, data = self._load(session, None)
+            if isinstance(data, session_data.SessionData):
+                # and what its first views need (the summary, the per-step series, the
+                # file table's order): a cold page's requests find them worked out
+                views.first_views(data)
         except Exception as e:      # the request that asks for it says what is wrong
             logger.info("could not read the newest session ahead: %s",
                         session_data.display_path(str(e).splitlines()[0] if str(e) else type(e).__name__))

@@ -12,6 +12,7 @@ import os
 import pathlib
 import re
 import tempfile
+import threading
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -41,12 +42,45 @@ FILE_COLUMNS = report.COLUMNS[:report.COLUMNS.index("mount") + 1] + ["kind"] \
 UNKNOWN_MOUNT = "unknown mount"
 
 
+class Memo:
+    """What the views work out from a loaded session that no request
+    parameter changes (the summary, the per-step series before they are cut
+    to a chart's width, the file table's order), worked out once however
+    many ask at the same time: the read-ahead works out the page's first
+    views before the page asks (plugin.py), and a request that comes while
+    it does waits for its answer rather than working it out again."""
+
+    def __init__(self, size: int = 16):
+        self._size = size
+        self._lock = threading.Lock()
+        self._values: Dict = {}
+        self._making: Dict = {}
+
+    def get(self, key, make: Callable):
+        with self._lock:
+            if key in self._values:
+                return self._values[key]
+            making = self._making.setdefault(key, threading.Lock())
+        with making:
+            with self._lock:
+                if key in self._values:
+                    return self._values[key]
+            value = make()
+            with self._lock:
+                self._values[key] = value
+                self._making.pop(key, None)
+                while len(self._values) > self._size:
+                    self._values.pop(next(iter(self._values)))
+            return value
+
+
 class SessionData:
     """Everything the tab shows for one session (all hosts, or one)."""
 
     def __init__(self, session: Session, host: Optional[str], progress: Progress = quiet):
         hosts = [host] if host else list(session.hosts)
         self.hosts = hosts
+        self.memo = Memo()
         progress(f"reading {len(hosts)} Darshan log{'s' if len(hosts) > 1 else ''}")
         read = {}       # (the per-file series, read once for both)
         self.snapshot: Snapshot = load_snapshot(session, host, read=read)
