@@ -38,7 +38,10 @@ export const COPIED = '#795548', MAPPED = '#BCAAA4';
 
 const MIB = 2 ** 20;
 export const hasData = (ys) => ys.some((v) => v != null && v !== 0);
-export const axis = (text, extra = {}) => ({title: {text}, automargin: true, ...extra});
+// Tick labels never hidden for overflowing the figure: automargin keeps them in
+// it, and Plotly's check (its default, 'hide past div') measures every label
+// (a forced layout each), a fifth of a plot's drawing (benchmarks/bench_tab.py)
+export const axis = (text, extra = {}) => ({title: {text}, automargin: true, ticklabeloverflow: 'allow', ...extra});
 // amounts and rates: an axis from zero
 export const amount = (text, extra = {}) => axis(text, {rangemode: 'tozero', ...extra});
 // the legend at the foot of the figure, under the axis title (the mode bar has the top).

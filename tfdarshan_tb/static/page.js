@@ -241,9 +241,12 @@ function drawInView(Plotly, figs, boxes, stale, drawn) {
       drawn(boxes[i], i);
       timings.first = timings.first || performance.now();
       if (--firstScreen === 0) timings.view = performance.now();
-      // in view: the next at once (once this one is painted); below: when the browser is idle
-      if (order.length && inView(order[0])) setTimeout(next);
-      else requestIdleCallback(next, {timeout: 100});
+      // the first plot painted before the next is begun; the rest of the first screen
+      // at once, in this task (a paint between plots cost more than the plot: one paint
+      // of the lot instead); below the fold: when the browser is idle
+      if (!order.length || !inView(order[0])) requestIdleCallback(next, {timeout: 100});
+      else if (timings.order.length === 1) requestAnimationFrame(() => setTimeout(next));
+      else next();
     };
     next();
   });
