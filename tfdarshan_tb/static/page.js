@@ -4,7 +4,7 @@
 // names above all) is only ever set as text, never parsed as HTML. The
 // page's other modules: util.js (state, helpers), verdict.js (the lead),
 // charts.js, table.js, ranks.js (a many-rank session's rank views).
-import {loadPlotly, library} from './index.js';
+import {loadPlotly, library, takeRuns} from './index.js';
 import {bytes, count, el, get, keepChartLibraryCompiled, pct, rate, seconds, state} from './util.js';
 import {figures, followSizes, withLegendFoot} from './charts.js';
 import {verdictFigure, verdictLine} from './verdict.js';
@@ -49,7 +49,7 @@ export async function render() {
   document.body.append(root);
   let runs;
   try {
-    runs = (await fetch('./runs').then((r) => r.json())).runs;
+    runs = (await (takeRuns() || fetch('./runs').then((r) => r.json()))).runs;
   } catch (e) {
     root.append(el('p', {class: 'error'}, `Could not list sessions: ${e.message}`));
     return;
