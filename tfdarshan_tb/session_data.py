@@ -2,7 +2,8 @@
 one process's log or a few, read directly (SessionData), and what both
 loaders (this and rank_data.py, a many-rank session's tables) share: the
 stored advice, the coverage card, display paths and mount names, JSON-safe
-scalars, and the progress lines of a long load. Nothing here imports a
+scalars, the progress lines of a long load, and the memo of what the views
+work out once per loaded session (Memo). Nothing here imports a
 view (tests/test_layout.py)."""
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The I/O tab's views: JSON-ready payloads computed from a loaded session
-(session_data.SessionData: its Snapshot and step series). Pure functions;
-the plugin only routes to them."""
+(session_data.SessionData: its Snapshot and step series). Functions of
+the loaded session, what no request parameter changes kept in its memo
+(session_data.Memo); the plugin only routes to them."""
 from __future__ import annotations
 
 import pathlib
