@@ -186,7 +186,8 @@ static int add_value(value_totals *t, int64_t v, int64_t count)
 static int fold_values(value_totals *t, const int64_t *sv, const int64_t *sc, int32_t sn, shard_seen *seen, int kind)
 {
     if (sn > VALUES_INLINE && !seen->big) {
-        if (!(seen->big = malloc(2 * VALUES_MAX * sizeof(int64_t))))   /* freed with the shard */
+        /* zeroed: entries past the inline ones have been seen at count 0 */
+        if (!(seen->big = calloc(2, VALUES_MAX * sizeof(int64_t))))   /* freed with the shard */
             return -1;
         for (int k = 0; k < 2; k++)
             memcpy(seen->big[k], seen->cnt[k], sizeof(seen->cnt[k]));
