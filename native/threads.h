@@ -220,12 +220,22 @@ static inline void timer_no_overlap(update *u, int f, int64_t t1, int64_t t2, in
 
 static inline __attribute__((always_inline)) void track_value(tfd_thread *t, trackers *tr, const int k, int64_t v)
 {
-    /* the common case: the same size or stride as the first one seen */
-    int64_t *first = tr->slot[tracker_slot(k, 0)];
-    if (TFD_LIKELY(tr->n[k] > 0 && !tr->big && first[0] == v))
-        first[1]++;
-    else
-        track_value_slow(t, tr, k, v);
+    /* the common case: the same size or stride as the first one seen; then
+     * access's second (tf.io.read_file's zero-length read at the end), in
+     * the same line */
+    if (TFD_LIKELY(!tr->big)) {
+        int64_t *first = tr->slot[tracker_slot(k, 0)];
+        if (TFD_LIKELY(tr->n[k] > 0 && first[0] == v)) {
+            first[1]++;
+            return;
+        }
+        int64_t *second = tr->slot[tracker_slot(k, 1)];
+        if (k == TRACK_ACCESS && tr->n[k] > 1 && second[0] == v) {
+            second[1]++;
+            return;
+        }
+    }
+    track_value_slow(t, tr, k, v);
 }
 
 /* Bytes on an excluded path: counted by the thread, outside any update. */
