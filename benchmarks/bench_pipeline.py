@@ -20,8 +20,8 @@ every file of it: one open and its bytes per file and pass.
 Budgets (issues 4 and 31): at most 1 % with counters, 2 % with the trace;
 stats() at most 50 us with 1,000 active files.
 
-Where the noise comes from, measured (docs/performance.md, "Measuring the
-pipeline's overhead"): TensorFlow's Eigen thread pools spin while they
+Where the noise comes from, measured (docs/performance.md, "The pipeline's
+overhead: measured so it can be judged"): TensorFlow's Eigen thread pools spin while they
 wait for work (about a tenth of this pipeline's CPU in a `perf` sample),
 and CPU time counts the spinning, which varies with timing and with
 whatever else the 2 cores run; so the inter- and intra-op pools get
