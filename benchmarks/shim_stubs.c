@@ -174,7 +174,7 @@ static void load_update_lines(int fd)
     if (!s)
         return;
     const volatile int64_t *lines[] = {&s->epoch, &s->sum[8], &s->iext[s->epoch & 1].v[0],
-                                       (int64_t *)&s->access, (int64_t *)&s->stride, (int64_t *)r,
+                                       (int64_t *)&s->values, (int64_t *)r,
                                        (int64_t *)s->owner, (int64_t *)&s->owner->dir,
                                        s->owner->heat_now.row ? s->owner->heat_now.row : (int64_t *)r};
     int64_t sum = 0;
@@ -300,8 +300,7 @@ static inline __attribute__((always_inline)) void prefetch_update(tfd_rec *r, vo
     int64_t e = RELAXED_LOAD(s->epoch);     /* the interval it was last updated in: almost always this one */
     __builtin_prefetch(&s->sum[8], 1);
     __builtin_prefetch(&s->iext[e & 1].v[0], 1);
-    __builtin_prefetch(&s->access, 1);
-    __builtin_prefetch(&s->stride, 1);
+    __builtin_prefetch(&s->values, 1);      /* both value trackers' first entries: one line */
     __builtin_prefetch(r, 1);
 }
 

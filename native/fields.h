@@ -80,16 +80,29 @@ enum { R_INDEX, R_MODULE, R_SUM0, R_IEXT0 = R_SUM0 + S_N,
 #define MEM_ALIGNMENT 8         /* Darshan's default __DARSHAN_MEM_ALIGNMENT */
 
 /* darshan_track_common_val_counters: up to 32 distinct values (access
- * sizes, strides) with their counts; the first few inline */
+ * sizes, strides) with their counts. A shard's two trackers share one
+ * header and a line: a read reads and writes both (its size and its
+ * stride), and a file read once, as tf.io.read_file reads it (its size,
+ * then 0 at the end of the file; stride 0 both times), touches only that
+ * line. Each tracker keeps its first 4 entries inline, in slots: access's
+ * first two and stride's first in the first line, the rest after; once
+ * either has more, both move to `big`. */
 #define VALUES_INLINE 4
 #define VALUES_MAX 32           /* DARSHAN_COMMON_VAL_MAX_RUNTIME_COUNT */
+enum { TRACK_ACCESS, TRACK_STRIDE };
 typedef struct values_big { int64_t val[VALUES_MAX]; int64_t cnt[VALUES_MAX]; } values_big;
-typedef struct values {
-    int32_t n;
-    values_big *big;            /* once set, holds all n entries */
-    int64_t val[VALUES_INLINE]; /* what a call reads and writes (n, big, val[0], cnt[0]) in 56 bytes */
-    int64_t cnt[VALUES_INLINE];
-} values;
+typedef struct trackers {
+    int32_t n[2];               /* entries of access, stride */
+    values_big *big;            /* [2], once set, holds all n[k] entries of both */
+    int64_t slot[2 * VALUES_INLINE][2];     /* {value, count} */
+} __attribute__((aligned(64))) trackers;
+
+/* the slot of tracker k's inline entry i */
+static inline int tracker_slot(int k, int i)
+{
+    static const int8_t slots[2][VALUES_INLINE] = {{0, 1, 3, 4}, {2, 5, 6, 7}};
+    return slots[k][i];
+}
 
 /* What the collector has already folded of a shard: its sums and value
  * counts at the last collect that saw it written. Most shards see few

@@ -84,8 +84,8 @@ posix_data(tfd_rec *r, void *ahead, int64_t ret, int pflag, int64_t off, int ali
      * file: counted without a branch, in the line the read writes anyway */
     if (!is_write)
         sum[S_ZERO_READS] += ret == 0;
-    track_value(u.t, &u.s->access, ret);
-    track_value(u.t, &u.s->stride, stride);
+    track_value(u.t, &u.s->values, TRACK_ACCESS, ret);
+    track_value(u.t, &u.s->values, TRACK_STRIDE, stride);
     if (TFD_UNLIKELY(!aligned))
         sum[S_MEM_NOT_ALIGNED]++;
     if (TFD_UNLIKELY(r->alignment_mask >= 0 ? (this_off & r->alignment_mask) != 0

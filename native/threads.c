@@ -20,7 +20,8 @@ _Static_assert(offsetof(tfd_shard, sum[S_ZERO_READS]) < 64 && offsetof(tfd_shard
 _Static_assert(offsetof(tfd_shard, sum[S_OPENS]) >= 128 && offsetof(tfd_shard, sum[S_SEEKS]) < 192,
                "an open's, a stat's, a seek's and a close's sums sit in its third");
 _Static_assert(sizeof(shard_iext) == 128, "an interval's extremes and dirty link fill two lines");
-_Static_assert(offsetof(values, cnt[1]) <= 64, "a value tracker's first entry sits in one line");
+_Static_assert(offsetof(trackers, slot[3]) == 64 && offsetof(tfd_shard, values) % 64 == 0,
+               "both value trackers' headers, access's first two entries and stride's first sit in one line");
 _Static_assert(offsetof(tfd_thread, tot_reads) + sizeof(int64_t) <= 64, "a read changes one line of its thread");
 _Static_assert(offsetof(tfd_thread, state) + sizeof(int) <= 128, "a call reads and a write changes one more");
 
@@ -334,33 +335,44 @@ void enter_interval(tfd_shard *s, int64_t e)
 }
 
 /* darshan_track_common_val_counters: count up to 32 distinct values */
-void track_value_slow(tfd_thread *t, values *vs, int64_t v)
+void track_value_slow(tfd_thread *t, trackers *tr, int k, int64_t v)
 {
-    int n = vs->n;
-    int64_t *val = vs->big ? vs->big->val : vs->val;
-    int64_t *cnt = vs->big ? vs->big->cnt : vs->cnt;
-    for (int i = 0; i < n; i++)
-        if (val[i] == v) {
-            cnt[i]++;
+    (void)t;
+    int n = tr->n[k];
+    values_big *b = tr->big;
+    for (int i = 0; i < n; i++) {
+        int64_t *e = b ? NULL : tr->slot[tracker_slot(k, i)];
+        if (b ? b[k].val[i] == v : e[0] == v) {
+            if (b)
+                b[k].cnt[i]++;
+            else
+                e[1]++;
             return;
         }
+    }
     if (n >= VALUES_MAX)
         return;
-    if (n == VALUES_INLINE && !vs->big) {
-        values_big *b = slab_alloc(sizeof(values_big));
-        if (!b)
+    if (n == VALUES_INLINE && !b) {
+        /* both trackers move out together: one pointer in the shared line */
+        if (!(b = slab_alloc(2 * sizeof(values_big))))
             return;
-        memcpy(b->val, vs->val, sizeof(vs->val));
-        memcpy(b->cnt, vs->cnt, sizeof(vs->cnt));
+        for (int kind = 0; kind < 2; kind++)
+            for (int i = 0; i < tr->n[kind] && i < VALUES_INLINE; i++) {
+                b[kind].val[i] = tr->slot[tracker_slot(kind, i)][0];
+                b[kind].cnt[i] = tr->slot[tracker_slot(kind, i)][1];
+            }
         BARRIER();
-        vs->big = b;
-        val = b->val;
-        cnt = b->cnt;
+        tr->big = b;
     }
-    val[n] = v;
-    cnt[n] = 1;
+    if (b) {
+        b[k].val[n] = v;
+        b[k].cnt[n] = 1;
+    } else {
+        tr->slot[tracker_slot(k, n)][0] = v;
+        tr->slot[tracker_slot(k, n)][1] = 1;
+    }
     BARRIER();
-    vs->n = n + 1;
+    tr->n[k] = n + 1;
 }
 
 /* ------------------------------------------------------- the collector */

@@ -49,8 +49,8 @@ typedef struct shard_iext {
 
 /* What a call reads and writes of a shard sits in few lines: the header
  * and its first sums (a read: two lines; an open, a stat or a close: the
- * third), its extremes of the interval (two lines), and each value
- * tracker's first entry (a line each). */
+ * third), its extremes of the interval (two lines), and the value
+ * trackers' first entries (one line). */
 typedef struct tfd_shard {
     tfd_thread *owner;          /* its holder, whose sequence count guards it; NULL: released */
     int64_t epoch;              /* interval of the last update */
@@ -61,8 +61,7 @@ typedef struct tfd_shard {
     /* extremes of the interval being recorded and of the one before it,
      * by interval parity; the collector folds them into run totals */
     shard_iext iext[2];
-    values access __attribute__((aligned(64)));
-    values stride __attribute__((aligned(64)));
+    trackers values;            /* access sizes and strides (fields.h) */
     shard_seen seen __attribute__((aligned(64)));   /* the collector's: a line of its own */
 } tfd_shard;
 
@@ -117,7 +116,7 @@ tfd_thread *thread_self(void) TFD_HIDDEN TFD_COLD;
 /* this thread's first write to r: a released shard of r, or a new one */
 tfd_shard *new_shard(tfd_thread *t, tfd_rec *r) TFD_HIDDEN TFD_COLD;
 void enter_interval(tfd_shard *s, int64_t e) TFD_HIDDEN TFD_COLD;
-void track_value_slow(tfd_thread *t, values *vs, int64_t v) TFD_HIDDEN TFD_COLD;
+void track_value_slow(tfd_thread *t, trackers *tr, int k, int64_t v) TFD_HIDDEN TFD_COLD;
 
 /* ------------------------------------------------- the writer's side, inline */
 
@@ -219,13 +218,24 @@ static inline void timer_no_overlap(update *u, int f, int64_t t1, int64_t t2, in
         RELAXED_STORE(*last, t2);
 }
 
-static inline __attribute__((always_inline)) void track_value(tfd_thread *t, values *vs, int64_t v)
+static inline __attribute__((always_inline)) void track_value(tfd_thread *t, trackers *tr, const int k, int64_t v)
 {
-    /* the common case: the same size or stride as the first one seen */
-    if (TFD_LIKELY(vs->n > 0 && !vs->big && vs->val[0] == v))
-        vs->cnt[0]++;
-    else
-        track_value_slow(t, vs, v);
+    /* the common case: the same size or stride as the first one seen; then
+     * access's second (tf.io.read_file's zero-length read at the end), in
+     * the same line */
+    if (TFD_LIKELY(!tr->big)) {
+        int64_t *first = tr->slot[tracker_slot(k, 0)];
+        if (TFD_LIKELY(tr->n[k] > 0 && first[0] == v)) {
+            first[1]++;
+            return;
+        }
+        int64_t *second = tr->slot[tracker_slot(k, 1)];
+        if (k == TRACK_ACCESS && tr->n[k] > 1 && second[0] == v) {
+            second[1]++;
+            return;
+        }
+    }
+    track_value_slow(t, tr, k, v);
 }
 
 /* Bytes on an excluded path: counted by the thread, outside any update. */

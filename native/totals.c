@@ -13,17 +13,24 @@ typedef struct shard_copy {
     int64_t stride_val[VALUES_MAX], stride_cnt[VALUES_MAX];
 } shard_copy;
 
-static int32_t copy_values(const values *v, int64_t *val, int64_t *cnt)
+static int32_t copy_values(const trackers *tr, int k, int64_t *val, int64_t *cnt)
 {
-    int32_t n = v->n;
+    int32_t n = tr->n[k];
     if (n > VALUES_MAX)
         n = VALUES_MAX;
-    values_big *b = v->big;
+    values_big *b = tr->big;
     /* big is published before n passes VALUES_INLINE */
     if (n > VALUES_INLINE && !b)
         n = VALUES_INLINE;
-    memcpy(val, b ? b->val : v->val, (size_t)n * sizeof(int64_t));
-    memcpy(cnt, b ? b->cnt : v->cnt, (size_t)n * sizeof(int64_t));
+    if (b) {
+        memcpy(val, b[k].val, (size_t)n * sizeof(int64_t));
+        memcpy(cnt, b[k].cnt, (size_t)n * sizeof(int64_t));
+    } else {
+        for (int32_t i = 0; i < n; i++) {
+            val[i] = tr->slot[tracker_slot(k, i)][0];
+            cnt[i] = tr->slot[tracker_slot(k, i)][1];
+        }
+    }
     return n;
 }
 
@@ -42,8 +49,8 @@ static void copy_shard(tfd_shard *s, int64_t closed, shard_copy *c)
         c->has_iext = s->iext[k].epoch == closed;
         if (c->has_iext)
             memcpy(c->iext, s->iext[k].v, sizeof(c->iext));
-        c->n_access = copy_values(&s->access, c->access_val, c->access_cnt);
-        c->n_stride = copy_values(&s->stride, c->stride_val, c->stride_cnt);
+        c->n_access = copy_values(&s->values, TRACK_ACCESS, c->access_val, c->access_cnt);
+        c->n_stride = copy_values(&s->values, TRACK_STRIDE, c->stride_val, c->stride_cnt);
         if (shard_read_done(s, &rd) || tries >= 1000000)
             return;
     }
@@ -179,7 +186,8 @@ static int add_value(value_totals *t, int64_t v, int64_t count)
 static int fold_values(value_totals *t, const int64_t *sv, const int64_t *sc, int32_t sn, shard_seen *seen, int kind)
 {
     if (sn > VALUES_INLINE && !seen->big) {
-        if (!(seen->big = malloc(2 * VALUES_MAX * sizeof(int64_t))))   /* freed with the shard */
+        /* zeroed: entries past the inline ones have been seen at count 0 */
+        if (!(seen->big = calloc(2, VALUES_MAX * sizeof(int64_t))))   /* freed with the shard */
             return -1;
         for (int k = 0; k < 2; k++)
             memcpy(seen->big[k], seen->cnt[k], sizeof(seen->cnt[k]));
