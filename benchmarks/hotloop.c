@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,6 +71,25 @@ long pread_loop(int fd, long n, long size)
         total += pread(fd, buf, (size_t)size, 0);
     LOOP_END();
     free(buf);
+    return total;
+}
+
+/* n preads of size bytes at offset 0 into the caller's buffer: through this
+ * library's GOT (raw = 0), where a profiler sees them, or as syscall(2)
+ * (raw = 1), which no profiler wraps. In one process the two differ by
+ * libc's thin wrapper and the profiler's cost, whatever the page placement
+ * that moves a pread's own cost between processes (bench_peers.py). */
+long pread_into_loop(int fd, char *buf, long n, long size, int raw)
+{
+    long total = 0;
+    LOOP_BEGIN();
+    if (raw)
+        for (long i = 0; i < n; i++)
+            total += syscall(SYS_pread64, fd, buf, (size_t)size, (off_t)0);
+    else
+        for (long i = 0; i < n; i++)
+            total += pread(fd, buf, (size_t)size, 0);
+    LOOP_END();
     return total;
 }
 

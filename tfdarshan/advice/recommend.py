@@ -55,14 +55,15 @@ def load_source(source: str, session: str = None, say: Say = quiet) -> Source:
         here = None if session else session_at(path)
         s, count = (here, 1) if here else pick_session(path, session)
         others = f"; the newest of {count}, --session picks another" if count > 1 else ""
-        snap = load_snapshot(s)
+        read = {}                           # each step-series file read once, for both
+        snap = load_snapshot(s, read=read)
         skipped = snap.meta["skipped_logs"]
         picked = (f"run {s.run}, session {s.name} ({len(s.hosts)} process"
                   f"{'es' if len(s.hosts) != 1 else ''}{others}"
                   f"{f'; {len(skipped)} unreadable log skipped' if skipped else ''})")
         if skipped:
             say(skipping.warning_line(skipped))
-        steps, step_files = load_steps(s, skipped=skipped)
+        steps, step_files = load_steps(s, skipped=skipped, read=read)
         return Source(snap, with_origins(steps, s), s.directory, picked, step_files, s)
     if session:
         raise TfdarshanError(f"--session {session}: {path} is a log, not a log directory")
