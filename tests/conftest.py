@@ -56,6 +56,25 @@ def _tab_from_this_checkout():
 _tab_from_this_checkout()
 
 
+def pytest_configure(config):
+    # xdist's loadfile hands the files out in the order collected below (by
+    # default it reorders them by their number of tests, whatever they cost:
+    # the long files of few tests then start last and one worker runs alone)
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest files first (their `cost` marker: seconds measured in the
+    suite), each file's tests in their own order: a long file that a worker
+    starts last sets the suite's wall time, while short ones fill the gaps."""
+    cost = {}
+    for item in items:
+        marker = item.get_closest_marker("cost")
+        cost[item.path] = max(cost.get(item.path, 0), marker.args[0] if marker else 0)
+    items.sort(key=lambda item: -cost[item.path])
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A test's captured output as UTF-8 text: a path that is not UTF-8 in a

@@ -21,7 +21,7 @@ from tfdarshan.errors import TfdarshanError
 from tfdarshan.capture.snapshot import Snapshot, empty_dxt, empty_extra, empty_values
 from places import ROOT
 
-pytestmark = pytest.mark.cost(40)
+pytestmark = pytest.mark.cost(55)
 
 FAST = T.Tier(path="/fast", fstype="tmpfs", open_latency=2e-6, stat_latency=1e-6, read_latency=1e-6,
               bandwidth=4e9, capacity=1 << 30)

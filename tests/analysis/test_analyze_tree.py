@@ -21,7 +21,7 @@ from tfdarshan.capture._native import darshan_hash
 from tfdarshan.capture.snapshot import Snapshot, empty_dxt, empty_extra, empty_values
 from tfdarshan.logs.darshan_log import write_darshan_log
 
-pytestmark = pytest.mark.cost(25)
+pytestmark = pytest.mark.cost(40)
 
 RANKS = 20                  # readable logs; one more is truncated
 SHARED, PARTS, OWN = 12, 9, 5

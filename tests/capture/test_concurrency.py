@@ -15,7 +15,7 @@ import pytest
 
 import tfdarshan
 
-pytestmark = pytest.mark.cost(40)
+pytestmark = pytest.mark.cost(60)
 
 THREADS = 64
 WINDOWS = int(os.environ.get("TFDARSHAN_STRESS_WINDOWS", "3"))

@@ -27,25 +27,33 @@ WAIT = 60          # seconds a browser test waits for the page to show what it a
 
 
 @pytest.fixture(scope="module")
-def trained_logdir(tf, tmp_path_factory):
-    """A log directory from a real (small) training run, profiled by Keras."""
-    root = tmp_path_factory.mktemp("tb")
-    files = write_tfrecords(tf, root / "data", files=4)
-    m = model(tf)
-    m.fit(dataset(tf, files), epochs=1, verbose=0,
-          callbacks=[tf.keras.callbacks.TensorBoard(str(root / "logs"), profile_batch=(2, 6))])
-    return root / "logs"
+def tab_root(tmp_path_factory):
+    """The log directory of the module's one TensorBoard (each start imports
+    TensorFlow): the Keras run under logs/ (last in run order, so the page
+    opens it), the lead's runs under lead/, the hostile names' run."""
+    return tmp_path_factory.mktemp("tab")
 
 
 @pytest.fixture(scope="module")
-def server(trained_logdir):
-    with tensorboard(trained_logdir) as url:
+def trained_logdir(tf, tab_root, tmp_path_factory):
+    """A log directory from a real (small) training run, profiled by Keras."""
+    files = write_tfrecords(tf, tmp_path_factory.mktemp("tb") / "data", files=4)
+    m = model(tf)
+    m.fit(dataset(tf, files), epochs=1, verbose=0,
+          callbacks=[tf.keras.callbacks.TensorBoard(str(tab_root / "logs"), profile_batch=(2, 6))])
+    return tab_root / "logs"
+
+
+@pytest.fixture(scope="module")
+def server(tab_root, trained_logdir, lead_logdir, hostile_logdir):
+    with tensorboard(tab_root) as url:
         yield url
 
 
 def _session_query(logdir):
+    """logdir's first session, its run named as the server (serving logdir's parent) names it."""
     s = find_sessions(logdir)[0]
-    return s, {"run": s.run, "session": s.name}
+    return s, {"run": f"{logdir.name}/{s.run}", "session": s.name}
 
 
 def _get_json(url, route, params):
@@ -223,8 +231,14 @@ def test_tab_renders_in_chromium(server, trained_logdir):
         d.quit()
 
 
-def test_html_in_file_names_is_shown_as_text(tmp_path, attached):
-    evil = tmp_path / "data"
+HOSTILE = "hostile"      # the run of hostile file names
+
+
+@pytest.fixture(scope="module")
+def hostile_logdir(tab_root, tmp_path_factory):
+    """A session that read files whose names hold HTML, quotes, a newline
+    and bytes that are not UTF-8: (its data directory, the names)."""
+    evil = tmp_path_factory.mktemp("hostile") / "data"
     evil.mkdir()
     # a "/" separates directories, so the closing tag spans one
     names = ['<img src=x onerror="window.__pwned=1">.bin', "<script>window.__pwned=2</script>.bin",
@@ -235,42 +249,53 @@ def test_html_in_file_names_is_shown_as_text(tmp_path, attached):
     raw = os.fsencode(str(evil)) + b"/bad\xff\xfe.bin"
     with open(raw, "wb") as f:
         f.write(b"y" * 100)
-    logdir = tmp_path / "logs"
-    with tfdarshan.profile(logdir=str(logdir)):
-        for n in names:
-            (evil / n).read_bytes()
-        with open(raw, "rb") as f:
-            f.read()
+    was = tfdarshan.is_attached()
+    tfdarshan.attach()
+    try:
+        with tfdarshan.profile(logdir=str(tab_root / HOSTILE)):
+            for n in names:
+                (evil / n).read_bytes()
+            with open(raw, "rb") as f:
+                f.read()
+    finally:
+        if not was:
+            tfdarshan.detach()
+    return evil, names
+
+
+def test_html_in_file_names_is_shown_as_text(server, hostile_logdir):
+    evil, names = hostile_logdir
     from selenium.webdriver.common.by import By
     from selenium.common.exceptions import NoAlertPresentException
     from selenium.webdriver.support.ui import WebDriverWait
-    with tensorboard(logdir) as url:
-        d = browser()
+    d = browser()
+    try:
+        open_tab(d, server)
+        _show_run(d, HOSTILE)
+        wanted = {str(evil / n) for n in names} | {str(evil) + "/bad\\xff\\xfe.bin"}   # undecodable bytes, escaped
+        WebDriverWait(d, WAIT).until(lambda _: wanted <= set(_shown_paths(d, "title")))
+        assert d.execute_script("return window.__pwned === undefined")
+        assert not d.find_elements(By.CSS_SELECTOR, "#tfd-files img, #tfd-files script")
         try:
-            open_tab(d, url)
-            wanted = {str(evil / n) for n in names} | {str(evil) + "/bad\\xff\\xfe.bin"}   # undecodable bytes, escaped
-            WebDriverWait(d, WAIT).until(lambda _: wanted <= set(_shown_paths(d, "title")))
-            assert d.execute_script("return window.__pwned === undefined")
-            assert not d.find_elements(By.CSS_SELECTOR, "#tfd-files img, #tfd-files script")
-            try:
-                d.switch_to.alert
-                raise AssertionError("an alert opened")
-            except NoAlertPresentException:
-                pass
-            d.switch_to.default_content()
-            ARTIFACTS.mkdir(exist_ok=True)
-            d.save_screenshot(str(ARTIFACTS / "io_tab_hostile_names.png"))
-        finally:
-            d.quit()
+            d.switch_to.alert
+            raise AssertionError("an alert opened")
+        except NoAlertPresentException:
+            pass
+        d.switch_to.default_content()
+        ARTIFACTS.mkdir(exist_ok=True)
+        d.save_screenshot(str(ARTIFACTS / "io_tab_hostile_names.png"))
+    finally:
+        d.quit()
 
 
 # ------------------------------------------- the verdict, the step filter, empty states
-LOOP, NO_STEPS, WRITE_ONLY = "loop", "nosteps", "writeonly"      # runs; the tab opens the last
-KERNEL = "kernelio"
+# runs, as the server names them (the lead's log directory is tab_root/lead)
+LOOP, NO_STEPS, WRITE_ONLY = "lead/loop", "lead/nosteps", "lead/writeonly"
+KERNEL = "lead/kernelio"
 
 
 @pytest.fixture(scope="module")
-def lead_logdir(tf, tmp_path_factory):
+def lead_logdir(tf, tab_root, tmp_path_factory):
     """Three runs: a custom training loop under tf.profiler with XProf step
     markers (an XProf profile beside our series); a window with no step
     markers that reads a file and pushes bytes through a pipe (the shim
@@ -279,13 +304,13 @@ def lead_logdir(tf, tmp_path_factory):
     file with shutil (the kernel copies it) and read a part of a memmap
     made before the window."""
     root = tmp_path_factory.mktemp("lead")
-    logdir = root / "logs"
+    logdir = tab_root / "lead"
     files = write_tfrecords(tf, root / "data", files=3)
-    profiled_custom_loop(tf, files, logdir / LOOP)
+    profiled_custom_loop(tf, files, tab_root / LOOP)
 
     small = root / "data" / "small.bin"
     small.write_bytes(b"s" * 4096)
-    with tfdarshan.profile(logdir=str(logdir / NO_STEPS)):
+    with tfdarshan.profile(logdir=str(tab_root / NO_STEPS)):
         small.read_bytes()
         r, w = os.pipe()
         try:
@@ -302,7 +327,7 @@ def lead_logdir(tf, tmp_path_factory):
     copied.write_bytes(os.urandom(3 << 20))
     mapped.write_bytes(os.urandom(4 << 20))
     m = np.memmap(mapped, dtype=np.uint8, mode="r")
-    with tfdarshan.profile(logdir=str(logdir / KERNEL)):
+    with tfdarshan.profile(logdir=str(tab_root / KERNEL)):
         for i in range(2):
             with tfdarshan.step(i):
                 shutil.copyfile(copied, root / "data" / f"copy{i}.bin")
@@ -311,7 +336,7 @@ def lead_logdir(tf, tmp_path_factory):
 
     out = root / "ckpt"
     out.mkdir()
-    with tfdarshan.profile(logdir=str(logdir / WRITE_ONLY)):
+    with tfdarshan.profile(logdir=str(tab_root / WRITE_ONLY)):
         for i in range(4):
             with tfdarshan.step(i):
                 (out / f"ckpt{i}").write_bytes(b"c" * ((i + 1) << 14))
@@ -319,13 +344,13 @@ def lead_logdir(tf, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def lead_server(lead_logdir):
-    with tensorboard(lead_logdir[0]) as url:
-        yield url
+def lead_server(server):
+    return server
 
 
 def _session(logdir, run):
-    [s] = [s for s in find_sessions(logdir) if s.run == run]
+    """The session of `run` (as the server names it) under logdir: tab_root/lead."""
+    [s] = [s for s in find_sessions(logdir.parent) if s.run == run]
     return s, {"run": s.run, "session": s.name}
 
 
@@ -514,8 +539,8 @@ def test_empty_states_name_the_recommend_command_and_the_blind_spots(lead_tab, l
     command = d.find_element(By.ID, "tfd-recommend").text
     argv = shlex.split(command)
     assert argv[:2] == ["tfdarshan", "recommend"] and argv[3:6] == ["--session", s.name, "--fast-tier"]
-    assert argv[6] == "<path>" and pathlib.Path(argv[2]).resolve() in (
-        pathlib.Path(logdir).resolve(), (pathlib.Path(logdir) / s.run).resolve())
+    served = logdir.parent         # the server's log directory
+    assert argv[6] == "<path>" and pathlib.Path(argv[2]).resolve() in (served.resolve(), (served / s.run).resolve())
     items = [li.text for li in d.find_elements(By.CSS_SELECTOR, "#tfd-coverage li")]
     assert items == cov["blind_spots"]
     assert f"{100 * cov['share']:.1f} %" in d.find_element(By.ID, "tfd-coverage").text
