@@ -5,6 +5,7 @@ import pathlib
 import shutil
 import sys
 import tempfile
+import threading
 
 import pytest
 
@@ -107,6 +108,17 @@ def _shim_left_as_found(request):
             with open(leaks, "a") as f:
                 f.write(request.node.nodeid + "\n")
         tfdarshan.detach()
+
+
+@pytest.fixture(autouse=True)
+def _tab_read_ahead_ended():
+    """No tab plugin's read-ahead thread (tfdarshan_tb.plugin) outlives the
+    test that made the plugin: its reads would land in the next test's
+    profile window in this worker (a process-wide profiler counts them)."""
+    yield
+    for thread in threading.enumerate():
+        if thread.name == "tfdarshan-tab-read-ahead":
+            thread.join(300)
 
 
 @pytest.fixture
