@@ -355,22 +355,30 @@ def _free_ports(n):
     return ports
 
 
-def _died_in_tensorflow_profiler(returncode, workdir: pathlib.Path) -> bool:
+def _crash_backtrace(returncode, workdir: pathlib.Path) -> str:
+    """gdb's backtrace of a worker that died of SIGABRT, SIGSEGV or SIGBUS
+    and left a core in its directory, else "". The core is removed
+    (gigabytes each)."""
+    cores = sorted(workdir.glob("core*"))
+    try:
+        if returncode not in (-signal.SIGABRT, -signal.SIGSEGV, -signal.SIGBUS) or not cores:
+            return ""
+        return subprocess.run(["gdb", "-q", "-batch", "-ex", "bt", sys.executable, str(cores[0])],
+                              capture_output=True, text=True, timeout=600).stdout
+    finally:
+        for core in cores:
+            core.unlink()
+
+
+def _died_in_tensorflow_profiler(backtrace: str) -> bool:
     """True when a worker died of TensorFlow's own crash at
     tf.profiler.experimental.stop() under MultiWorkerMirroredStrategy:
     TraceMeRecorder::Consume follows a dangling pointer to a split event
     (seen here in about 1 of 10 jobs under load, without tfdarshan imported
-    too). Proven by the core's backtrace, never guessed from the exit."""
-    cores = sorted(workdir.glob("core*"))
-    try:
-        if returncode not in (-signal.SIGABRT, -signal.SIGSEGV) or not cores:
-            return False
-        bt = subprocess.run(["gdb", "-q", "-batch", "-ex", "bt", sys.executable, str(cores[0])],
-                            capture_output=True, text=True, timeout=600).stdout
-        return "TraceMeRecorder::Consume" in bt and "tfd_" not in bt
-    finally:
-        for core in cores:          # gigabytes each
-            core.unlink()
+    too; a SIGSEGV or SIGABRT, or a SIGBUS where the garbage it jumps to
+    faults on the stack). Proven by the core's backtrace, never guessed
+    from the exit."""
+    return "TraceMeRecorder::Consume" in backtrace and "tfd_" not in backtrace
 
 
 def _allow_core_dumps():
@@ -397,14 +405,14 @@ def test_two_workers_write_their_own_files(tf, tmp_path):
                                           preexec_fn=_allow_core_dumps, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True))
         outs = [p.communicate(timeout=800) for p in procs]
-        tf_crashes = [_died_in_tensorflow_profiler(p.returncode, tmp_path / f"attempt{attempt}.worker{i}")
+        backtraces = [_crash_backtrace(p.returncode, tmp_path / f"attempt{attempt}.worker{i}")
                       for i, p in enumerate(procs)]
-        if not any(tf_crashes):
+        if not any(map(_died_in_tensorflow_profiler, backtraces)):
             break
         # TensorFlow's bug, not ours: the job is run again, and said so
         print(f"attempt {attempt}: a worker died inside TensorFlow's TraceMeRecorder::Consume; running the job again")
-    for p, (out, err) in zip(procs, outs):
-        assert p.returncode == 0, err[-3000:]
+    for p, (out, err), bt in zip(procs, outs, backtraces):
+        assert p.returncode == 0, f"{err[-3000:]}\n{bt[-6000:]}"      # a crash's backtrace, to say whose
     logs = sorted(logdir.glob("**/plugins/profile/*/*.darshan"))
     stems = {l.name for l in logs}
     # TF_CONFIG's task index is the worker's rank: <host>.rank<i>, and in the job record
