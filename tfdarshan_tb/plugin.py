@@ -7,7 +7,6 @@ a request is joined into a path. Session directories that resolve outside
 the log directory (symlinks) are not served."""
 from __future__ import annotations
 
-import collections
 import functools
 import gzip
 import importlib.resources
@@ -72,9 +71,10 @@ class IOPlugin(base_plugin.TBPlugin):
         self._logdir = context.logdir or ""
         self._lock = threading.Lock()
         self._sessions = (0.0, [])
-        self._data = collections.OrderedDict()
-        self._loading = {}
-        self._answers = collections.OrderedDict()
+        # loaded sessions, and the answers given of them (keyed by the session's key:
+        # an answer of a session no longer kept is never asked again, and ages out)
+        self._data = session_data.Memo(CACHE_SIZE)
+        self._answers = session_data.Memo(ANSWERS_SIZE)
         # (session directory, host) -> the stages of its last load, for the page to show
         self._progress = {}
         self._loading_now = set()
@@ -155,49 +155,35 @@ class IOPlugin(base_plugin.TBPlugin):
         except OSError:
             advice = None
         key = (str(session.directory), host, stamp, advice)
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                return key, self._data[key]
-            # the page asks for several views at once: load each session once
-            loading = self._loading.setdefault(key, threading.Lock())
-        with loading:
-            with self._lock:
-                if key in self._data:
-                    return key, self._data[key]
-            stages = []
-            named = (str(session.directory), host)
-            with self._lock:
-                self._progress[named] = stages
-                self._loading_now.add(named)
-            started = time.monotonic()
+        return key, self._data.get(key, lambda: self._load_now(session, host))
 
-            def say(line):
-                # paths that are not UTF-8 shown as \xNN: a log handler or a
-                # pipe that writes UTF-8 must not fail on a directory's name
-                line = session_data.display_path(f"{time.monotonic() - started:.1f} s: {line}")
-                stages.append(line)
-                logger.info("%s: %s", session_data.display_path(
-                    f"{session.run}/{session.name}{f' ({host})' if host else ''}"), line)
-            many = host is None and rank_data.is_many_ranks(session)
-            try:
-                data = rank_data.RankSessionData(session, say) if many else session_data.SessionData(session, host, say)
-            except Exception as e:
-                say(f"could not load: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
-                with self._lock:
-                    self._loading.pop(key, None)
-                    self._loading_now.discard(named)
-                raise
+    def _load_now(self, session, host):
+        """A session's data read from its logs, its stages kept for /progress."""
+        stages = []
+        named = (str(session.directory), host)
+        with self._lock:
+            self._progress[named] = stages
+            self._loading_now.add(named)
+        started = time.monotonic()
+
+        def say(line):
+            # paths that are not UTF-8 shown as \xNN: a log handler or a
+            # pipe that writes UTF-8 must not fail on a directory's name
+            line = session_data.display_path(f"{time.monotonic() - started:.1f} s: {line}")
+            stages.append(line)
+            logger.info("%s: %s", session_data.display_path(
+                f"{session.run}/{session.name}{f' ({host})' if host else ''}"), line)
+        many = host is None and rank_data.is_many_ranks(session)
+        try:
+            data = rank_data.RankSessionData(session, say) if many else session_data.SessionData(session, host, say)
             say("ready")
+            return data
+        except Exception as e:
+            say(f"could not load: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            raise
+        finally:
             with self._lock:
-                self._data[key] = data
-                self._loading.pop(key, None)
                 self._loading_now.discard(named)
-                while len(self._data) > CACHE_SIZE:
-                    old = self._data.popitem(last=False)[0]
-                    for k in [k for k in self._answers if k[0] == old]:
-                        del self._answers[k]
-        return key, data
 
     def _read_ahead(self):
         """Compress the chart library, and load the session the page shows
@@ -275,16 +261,8 @@ class IOPlugin(base_plugin.TBPlugin):
                 key, data = self._session_data(request, whole=ranked)
                 # the same question of the same loaded session: the same answer
                 asked = (key, name, tuple(sorted(request.args.items(multi=True))))
-                with self._lock:
-                    body = self._answers.get(asked)
-                    if body is not None:
-                        self._answers.move_to_end(asked)
-                if body is None:
-                    body = json.dumps(self._answer(name, ranked, data, request), allow_nan=False)
-                    with self._lock:
-                        self._answers[asked] = body
-                        while len(self._answers) > ANSWERS_SIZE:
-                            self._answers.popitem(last=False)
+                body = self._answers.get(asked, lambda: json.dumps(
+                    self._answer(name, ranked, data, request), allow_nan=False))
                 return http_util.Respond(request, body, "application/json")
             except BadRequest as e:
                 return _json(request, {"error": str(e)}, code=400)

@@ -44,12 +44,14 @@ UNKNOWN_MOUNT = "unknown mount"
 
 
 class Memo:
-    """What the views work out from a loaded session that no request
-    parameter changes (the summary, the per-step series before they are cut
-    to a chart's width, the file table's order), worked out once however
-    many ask at the same time: the read-ahead works out the page's first
-    views before the page asks (plugin.py), and a request that comes while
-    it does waits for its answer rather than working it out again."""
+    """Values worked out once however many ask at the same time, the least
+    recently asked dropped past `size`: the plugin's loaded sessions and
+    answers (plugin.py), and what the views work out from a loaded session
+    that no request parameter changes (the summary, the per-step series
+    before they are cut to a chart's width, the file table's order). The
+    read-ahead works out the page's first views before the page asks, and a
+    request that comes while it does waits for its answer rather than
+    working it out again. A value whose making raises is not kept."""
 
     def __init__(self, size: int = 16):
         self._size = size
@@ -57,16 +59,42 @@ class Memo:
         self._values: Dict = {}
         self._making: Dict = {}
 
+    def _kept(self, key):
+        """(True, value) if key is kept, moved to the newest; else (False, None). Under _lock."""
+        if key not in self._values:
+            return False, None
+        value = self._values[key] = self._values.pop(key)
+        return True, value
+
+    def keys(self) -> List:
+        """The keys kept now, the least recently asked first."""
+        with self._lock:
+            return list(self._values)
+
+    def values(self) -> List:
+        with self._lock:
+            return list(self._values.values())
+
+    def __len__(self):
+        return len(self._values)
+
     def get(self, key, make: Callable):
         with self._lock:
-            if key in self._values:
-                return self._values[key]
+            kept, value = self._kept(key)
+            if kept:
+                return value
             making = self._making.setdefault(key, threading.Lock())
         with making:
             with self._lock:
-                if key in self._values:
-                    return self._values[key]
-            value = make()
+                kept, value = self._kept(key)
+                if kept:
+                    return value
+            try:
+                value = make()
+            except BaseException:
+                with self._lock:
+                    self._making.pop(key, None)
+                raise
             with self._lock:
                 self._values[key] = value
                 self._making.pop(key, None)

@@ -113,3 +113,26 @@ def test_a_memo_works_a_value_out_once_however_many_ask_at_once():
     for k in ("a", "b", "c", "a"):
         small.get(k, lambda k=k: made.append(k) or k)
     assert made == ["a", "b", "c", "a"]
+
+
+def test_a_memo_drops_the_least_recently_asked_and_keeps_no_failure():
+    memo = session_data.Memo(size=2)
+    made = []
+    for k in ("a", "b", "a", "c", "a", "b"):
+        memo.get(k, lambda k=k: made.append(k) or k)
+    # "a", asked again before "c" came, outlives "b"
+    assert made == ["a", "b", "c", "b"]
+
+    tries = []
+
+    def fails_once():
+        tries.append(1)
+        if len(tries) == 1:
+            raise ValueError("unreadable")
+        return "read"
+    try:
+        memo.get("x", fails_once)
+        raise AssertionError("the first making raised")
+    except ValueError:
+        pass
+    assert memo.get("x", fails_once) == "read" and len(tries) == 2

@@ -115,7 +115,7 @@ def test_a_session_with_current_tables_is_read_ahead_and_one_without_is_not(anal
     before = tables_state(copy)
     plugin = _read_ahead(fresh)
     # the tables are current: read ahead (the page's first view, the whole session), none replaced
-    assert [(k[0], k[1]) for k in plugin._data] == [(str(copy), None)]
+    assert [(k[0], k[1]) for k in plugin._data.keys()] == [(str(copy), None)]
     assert tables_state(copy) == before
     # a rank log newer than the tables: building them waits for someone to open the tab
     stale = tmp_path / "stale"
