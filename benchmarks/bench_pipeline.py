@@ -138,9 +138,9 @@ def per_file_calls(paths, rounds: int = 11, n: int = 4000):
     """Added ns per file of the calls tf.io.read_file makes (stat, open,
     pread, pread at the end, close), and per pread, timed natively with the
     counters attached against detached, interleaved, in the calling
-    thread's CPU time: medians of the rounds' differences, and the
-    difference of the rounds' minima (the least disturbed round of each
-    mode: what a loaded machine changes least)."""
+    thread's CPU time: medians of the paired rounds' differences (a
+    difference of each mode's least disturbed round is not paired, and
+    came out negative once under load)."""
     import tfdarshan
     from bench_hotpath import build
     sample = paths[len(paths) // 2]
@@ -168,8 +168,7 @@ def per_file_calls(paths, rounds: int = 11, n: int = 4000):
                 got[mode][1].append((t2 - t1) / n)
         tfdarshan.detach()
     diff = lambda k: statistics.median(b - a for a, b in zip(got["off"][k][1:], got["counters"][k][1:]))
-    least = min(got["counters"][0][1:]) - min(got["off"][0][1:])
-    return diff(0), diff(1), least
+    return diff(0), diff(1)
 
 
 def load_latencies(workdir: pathlib.Path, runs: int = 5):
@@ -212,11 +211,15 @@ def deterministic(counts_file: str, file_ns: float, latencies, cpu_per_file: flo
     if not warm:
         print(f"{counts_file} holds no warm loop: re-run bench_pipeline_lines.py --json", file=sys.stderr)
         return
+    if file_ns <= 0:
+        print(f"no deterministic estimate: the warm loop's added cost ({file_ns:+.0f} ns a file, median of "
+              f"paired rounds) did not resolve in this run", file=sys.stderr)
+        return
     ns_per_instr = file_ns / warm["Ir"]
     t_ll, t_mem = latencies
     print(f"deterministic estimate (callgrind's counts in {counts_file}: {c['files']} files x {c['passes']} passes, "
           f"simulated last level {c['ll_bytes'] >> 20} MiB): the shim's own instructions at {ns_per_instr:.3f} ns "
-          f"each (the warm loop, least disturbed rounds: {file_ns:+.0f} ns for {warm['Ir']:.0f}), first-level "
+          f"each (the warm loop, median of paired rounds: {file_ns:+.0f} ns for {warm['Ir']:.0f}), first-level "
           f"misses (data and code) that hit the last level at {t_ll:.1f} ns, last-level misses at {t_mem:.1f} ns "
           f"(dependent loads, measured now); of {cpu_per_file * 1e6:.1f} us of CPU a file detached")
     for mode in ("counters", "trace"):
@@ -340,11 +343,11 @@ def main(argv=None) -> int:
                       f"halves {first[0]:+.2f} and {second[0]:+.2f} % {'agree' if agree else 'DISAGREE'}")
         if not halves_agree:
             print("WARNING: the halves' CPU-time overheads disagree: too noisy a run to quote", file=sys.stderr)
-        file_ns, pread_ns, least_file_ns = per_file_calls(paths)
+        file_ns, pread_ns = per_file_calls(paths)
         where_it_goes(rounds, file_ns, pread_ns, args.files * args.passes)
         if args.counts:
             cpu_per_file = statistics.median(x["off"][1] for x in rounds) / (args.files * args.passes)
-            deterministic(args.counts, least_file_ns, load_latencies(pathlib.Path(d)), cpu_per_file)
+            deterministic(args.counts, file_ns, load_latencies(pathlib.Path(d)), cpu_per_file)
 
         # stats() with 1,000 files active in the current step
         tfdarshan.attach()
