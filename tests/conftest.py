@@ -23,11 +23,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # benchmarks/reliability.py's job (TFDARSHAN_FUZZ_SCALE > 1: random, ten
 # times as many), and a failure it finds becomes a fixed example here
 from hypothesis import settings as _hypothesis  # noqa: E402
+from fuzz_scale import SCALE as _FUZZ_SCALE  # noqa: E402
 
 _hypothesis.register_profile("suite", derandomize=True)
 _hypothesis.register_profile("explore", derandomize=False)
 _hypothesis.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or
-                         ("explore" if int(os.environ.get("TFDARSHAN_FUZZ_SCALE", "1") or 1) > 1 else "suite"))
+                         ("explore" if _FUZZ_SCALE > 1 else "suite"))
 # probes the tests make go to a store of their own, never the user's ~/.config
 if "TFDARSHAN_TIERS" not in os.environ:
     _tiers = tempfile.mkdtemp(prefix="tfd-tiers-")

@@ -33,6 +33,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tensorboard.plugins.base_plugin import TBContext
 from werkzeug.test import Client
 
+from fuzz_scale import SCALE
+
 from tfdarshan.capture import live
 from tfdarshan.analysis.analyze import read_table
 from tfdarshan.cli import main
@@ -44,8 +46,7 @@ from tfdarshan.steps.series import STEP_COLUMNS
 from tfdarshan_tb.plugin import IOPlugin
 
 # examples a run, by how long one takes: the whole file stays well under a
-# minute; TFDARSHAN_FUZZ_SCALE=20 tries twenty times as many (benchmarks/reliability.py)
-SCALE = max(1, int(os.environ.get("TFDARSHAN_FUZZ_SCALE", "1") or 1))
+# minute at SCALE 1 (fuzz_scale.py)
 EXAMPLES = {k: n * SCALE for k, n in {"joblog": 15, "import": 15, "analyze": 5, "recommend": 4, "tab": 6}.items()}
 FUZZ = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 HANG = 60                   # seconds: an example taking longer has hung
