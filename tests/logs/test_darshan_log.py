@@ -407,3 +407,24 @@ def test_a_write_that_fails_leaves_no_file_and_says_why(tmp_path, traced_window)
     assert message.startswith(str(out / "x.darshan")) and "cannot write the log" in message, message
     assert "\n" not in message
     assert not list(out.iterdir())
+
+
+def test_metadata_past_its_room_keeps_whole_lines_and_names_the_rest(tmp_path):
+    """Darshan's job record holds 1,022 bytes of "key=value" lines. A value
+    cut short reads back as another value (CPU ranges "0-3,8,1" for
+    "0-3,8,10..."; a shorter list of ranks), so what does not fit is left out
+    whole and named, and every value a reader gets is the one written."""
+    cpus = ",".join(f"{4 * i}-{4 * i + 1}" for i in range(120))          # ~1.1 KB: never fits
+    given = {"rank": "3", "cpus": cpus, "node_cpus": "512", "hosts": ",".join(f"nid{i:05d}" for i in range(60)),
+             "partial_ranks": "1,2,10", "skipped": "0"}
+    log = write_darshan_log(_many_records(8, 1), tmp_path / "m.darshan", metadata=given)
+    with darshan.DarshanReport(str(log), read_all=False) as r:
+        read = dict(r.metadata["job"]["metadata"])
+    lines = sum(len(f"{k}={v}\n") for k, v in read.items())
+    assert lines <= 1022
+    kept = {k: v for k, v in given.items() if k in read}
+    assert all(read[k] == v for k, v in kept.items()), "a value reads back as written or not at all"
+    assert "cpus" not in read and "cpus" in read["omitted"].split(",")
+    # the hosts' line (~600 bytes) fits once the CPU ranges are out; the short ones after it too
+    assert set(kept) == set(given) - {"cpus"}
+    assert set(read["omitted"].split(",")) == set(given) - set(kept)

@@ -11,6 +11,7 @@ import re
 import sys
 
 from tfdarshan.cli import path_arg
+from tfdarshan.capture import cores
 from tfdarshan.cli.progress import StageProgress
 from tfdarshan.errors import TfdarshanError
 from tfdarshan.measures.human import count
@@ -64,11 +65,15 @@ def run(args: argparse.Namespace) -> int:
     missing = sorted(set(range(size)) - set(logs))
     notes = [f"no log from rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing[:10]))}"
              f"{' ...' if len(missing) > 10 else ''}"] if missing else []
-    partial = [r for r in info.get("partial_ranks", "").split(",") if r]
+    partial = sorted(cores.parse(info.get("partial_ranks")) or ())
     if partial:
         many = len(partial) > 1
-        notes.append(f"partial: rank{'s' if many else ''} {', '.join(partial)}, ended without writing "
-                     f"{'their logs' if many else 'its log'}: counted up to {'their' if many else 'its'} last collect")
+        notes.append(f"partial: rank{'s' if many else ''} {cores.ranges(partial).replace(',', ', ')}, ended without "
+                     f"writing {'their logs' if many else 'its log'}: counted up to {'their' if many else 'its'} "
+                     f"last collect")
+    elif "partial_ranks" in info.get("omitted", "").split(","):
+        notes.append("partial: ranks too scattered to list in the job log's metadata, ended without writing their "
+                     "logs: each rank's log says whether it is partial")
     if skipped:
         notes.append(f"{skipped} unreadable rank log{'s' if skipped > 1 else ''} skipped: {skipping.names(skipped_logs)}")
     print(f"wrote {written}: {len(logs) - skipped} of {count(size, 'rank')}" + (f" ({'; '.join(notes)})" if notes else ""))

@@ -69,11 +69,40 @@ def job_record(meta: dict, t0: float, t1: float, *, exe: Optional[str] = None, j
     return JobRecord(
         uid=os.getuid(), start=_sec_nsec(origin + t0), end=_sec_nsec(origin + t1), nprocs=nprocs,
         jobid=jobid if jobid is not None else (job_id_from_environment() or int(meta.get("pid", os.getpid()))),
-        # 1,022 bytes at most: put_job adds a newline to text that lacks one, then a NUL
-        metadata="".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in text.items()).encode()[:1022],
+        metadata=metadata_lines(text),
         exe=exe_text[:EXE_LEN].split(b"\0")[0],
         mounts=[(fstype.encode()[:EXE_LEN - 1], os.fsencode(point)[:EXE_LEN - 1])
                 for point, fstype in _mounts_for_log(meta, mounts)])
+
+
+# the job record's metadata text: put_job adds a newline to text that lacks one, then a NUL
+METADATA_BYTES = 1022
+# kept for the line that names what did not fit
+OMITTED_ROOM = 160
+
+
+def metadata_lines(text: Dict[str, str]) -> bytes:
+    """The job record's "key=value" lines, each whole. Past METADATA_BYTES a
+    line that does not fit is left out and its key named in a last line,
+    `omitted=`: a value cut short would be read back as another value (a
+    node's CPU ranges, a list of ranks), where a missing one is read as
+    unknown. Keys first in `text` are kept first."""
+    lines = [(k, f"{k}={str(v).replace(chr(10), ' ')}\n".encode(errors="backslashreplace"))
+             for k, v in text.items()]
+    if sum(len(line) for _, line in lines) <= METADATA_BYTES:
+        return b"".join(line for _, line in lines)
+    room, kept, omitted = METADATA_BYTES - OMITTED_ROOM, [], []
+    for key, line in lines:
+        if len(line) <= room:
+            kept.append(line)
+            room -= len(line)
+        else:
+            omitted.append(key.replace(",", " "))
+    note = ("omitted=" + ",".join(omitted)).encode(errors="backslashreplace")
+    if len(note) > OMITTED_ROOM - 1:        # (keys cut at a comma, the rest said to exist)
+        cut = note.rfind(b",", 0, OMITTED_ROOM - 5)
+        note = (note[:cut] + b"," if cut > 0 else b"omitted=") + b"..."
+    return b"".join(kept) + note + b"\n"
 
 
 def rebase_times(values: np.ndarray, by: float) -> np.ndarray:

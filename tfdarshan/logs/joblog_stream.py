@@ -28,6 +28,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 
 from tfdarshan.capture import _native
+from tfdarshan.capture.cores import ranges
 from tfdarshan.errors import DarshanLogError, TfdarshanError
 from tfdarshan.logs import live_log, log_stream, skipping
 from tfdarshan.logs.darshan_checker import check_module_region, inspect_log
@@ -292,13 +293,16 @@ def _job_record(scans: List[RankLog], origin: float, job: str, nprocs: int, jobi
     first = scans[0].meta
     end = max(float(s.meta.get("end", 0.0)) + s.shift for s in scans)
     meta = dict(first, origin_unix_time=origin, start=0.0, end=end)
-    metadata = {"job": job, "ranks": str(len(scans)), "source": "job",
-                "hosts": ",".join(sorted({str(s.meta.get("hostname", "")) for s in scans}))}
+    metadata = {"job": job, "ranks": str(len(scans)), "source": "job"}
+    # what a reader acts on before the hosts' list, which a job of many nodes
+    # may not fit in the record's room (darshan_writer.metadata_lines); the
+    # partial ranks as ranges ("0-1023"), which fit where a list would not
+    partial = [int(s.rank) for s in scans if live_log.is_partial(s.meta)]
+    if partial:
+        metadata["partial_ranks"] = ranges(partial)
     if skipped:
         metadata.update(skipped=str(len(skipped)), skipped_logs=skipping.names(skipped))
-    partial = [str(s.rank) for s in scans if live_log.is_partial(s.meta)]
-    if partial:
-        metadata["partial_ranks"] = ",".join(partial)
+    metadata["hosts"] = ",".join(sorted({str(s.meta.get("hostname", "")) for s in scans}))
     if jobid is None:
         jobid = first.get("jobid")
     return job_record(meta, 0.0, max(end, 0.0), exe=first.get("exe"),
