@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import hashlib
 import importlib.resources
 import json
 import logging
@@ -35,9 +36,16 @@ STATIC = pathlib.Path(__file__).parent / "static"
 # `make` fetches it from the npm registry (Makefile, CHART_JS); it is never
 # committed. Without it (a plain pip install) the tab uses the package's.
 CHART_BUNDLE = STATIC / "vendor" / "plotly-cartesian.min.js"
-# the page's ES modules, each served under its own fixed route (no file name
-# from a request is ever opened)
+# the page's ES modules (no file name from a request is ever opened: only these)
 MODULES = ("index.js", "page.js", "util.js", "charts.js", "verdict.js", "table.js", "ranks.js")
+# The modules and the chart library are served under an address keyed by
+# their content, /m/<version>/<name> (static_version): a browser keeps them a
+# year and opens the tab again with no request for any of them (served with
+# no-cache, the modules' 25 KB came again on every load), and a new version
+# of any of them (an upgrade) is a new address, so a kept copy is never run
+# in its place.
+VERSIONED = "/m/"
+KEEP_SECONDS = 365 * 86400
 MAX_PARAM = 512
 SESSIONS_TTL = 5.0
 CACHE_SIZE = 4
@@ -87,9 +95,7 @@ class IOPlugin(base_plugin.TBPlugin):
 
     # ------------------------------------------------------------ TBPlugin
     def get_plugin_apps(self):
-        routes = {"/plotly.js": self._serve_plotly, "/runs": self._serve_runs, "/progress": self._serve_progress}
-        for module in MODULES:
-            routes["/" + module] = self._module_route(module)
+        routes = {VERSIONED + "*": self._serve_static, "/runs": self._serve_runs, "/progress": self._serve_progress}
         for name in ("summary", "verdict", "files", "steps", "histograms", "mounts", "timeline", "advice",
                      "rank_heatmap", "rank_wait"):
             routes["/" + name] = self._json_route(name)
@@ -99,7 +105,7 @@ class IOPlugin(base_plugin.TBPlugin):
         return bool(self._logdir) and bool(self._find())
 
     def frontend_metadata(self):
-        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="I/O")
+        return base_plugin.FrontendMetadata(es_module_path=f"{VERSIONED}{static_version()}/index.js", tab_name="I/O")
 
     # ------------------------------------------------------------ sessions
     def _find(self):
@@ -218,19 +224,22 @@ class IOPlugin(base_plugin.TBPlugin):
         return os.path.join(self._logdir, session.run)
 
     # -------------------------------------------------------------- routes
-    def _module_route(self, module):
-        @wrappers.Request.application
-        def route(request):
-            return http_util.Respond(request, (STATIC / module).read_text(), "text/javascript")
-        return route
-
     @wrappers.Request.application
-    def _serve_plotly(self, request):
-        # the installed library does not change while TensorBoard runs: let
-        # browsers keep it, and compress it once (a browser that takes no gzip
-        # gets it uncompressed from Respond)
-        return http_util.Respond(request, chart_library_gzipped(), "text/javascript", expires=86400,
-                                 content_encoding="gzip")
+    def _serve_static(self, request):
+        """A module or the chart library at /m/<version>/<name>: kept by the
+        browser when <version> is the one of what is served now; asked for
+        under another (a page opened before the files changed), today's
+        bytes, which no browser keeps."""
+        version, _, name = request.path.rpartition(VERSIONED)[2].partition("/")
+        modules = _modules()
+        keep = KEEP_SECONDS if version == static_version(modules) else 0
+        if name == "plotly.js":
+            # compressed once (a browser that takes no gzip gets it uncompressed from Respond)
+            return http_util.Respond(request, chart_library_gzipped(), "text/javascript", expires=keep,
+                                     content_encoding="gzip")
+        if name not in modules:
+            return _json(request, {"error": "no such file"}, code=404)
+        return http_util.Respond(request, modules[name], "text/javascript", expires=keep)
 
     @wrappers.Request.application
     def _serve_runs(self, request):
@@ -318,6 +327,26 @@ def chart_library_gzipped() -> bytes:
     """chart_library(), compressed once (1.5 MB: each request compressed it
     again before, holding the server's interpreter meanwhile)."""
     return gzip.compress(chart_library(), compresslevel=6, mtime=0)
+
+
+def _modules() -> dict:
+    """The page's modules as they are on disk now, by name."""
+    return {m: (STATIC / m).read_bytes() for m in MODULES}
+
+
+def static_version(modules=None) -> str:
+    """What the tab's static address is keyed by: a digest of its modules (as
+    on disk now: `modules` when read already) and of the chart library served."""
+    digest = hashlib.sha256(chart_library_digest())
+    for name, body in sorted((modules or _modules()).items()):
+        digest.update(f"{name}\0{len(body)}\0".encode())
+        digest.update(body)
+    return digest.hexdigest()[:20]
+
+
+@functools.lru_cache(maxsize=1)
+def chart_library_digest() -> bytes:
+    return hashlib.sha256(chart_library_gzipped()).digest()
 
 
 def _json(request, payload, code=200):

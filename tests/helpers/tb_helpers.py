@@ -67,6 +67,14 @@ def fetch(url, path):
         return e.code, dict(e.headers), e.read()
 
 
+def static_address(url, plugin="tfdarshan"):
+    """The address (from the server's root) TensorBoard loads `plugin`'s entry module from."""
+    import json
+    status, _, body = fetch(url, "/data/plugins_listing")
+    assert status == 200, body
+    return json.loads(body)[plugin]["loading_mechanism"]["module_path"]
+
+
 def browser():
     if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
         pytest.skip("needs Debian's chromium and chromium-driver (make test installs them)")

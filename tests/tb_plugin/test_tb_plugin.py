@@ -15,7 +15,7 @@ import pytest
 import tfdarshan
 from tfdarshan.logs.logdir import Session, find_sessions, load_snapshot
 from tfdarshan.steps.series import read_parquet
-from tb_helpers import ARTIFACTS, browser, fetch, open_tab, tensorboard
+from tb_helpers import ARTIFACTS, browser, fetch, open_tab, static_address, tensorboard
 from tf_training import dataset, model, profiled_custom_loop, write_tfrecords
 from tfdarshan_tb import views
 
@@ -126,7 +126,10 @@ def test_encoded_traversal_in_raw_urls(server):
                 "/data/plugin/tfdarshan/summary?run=%ff%fe&session=%c0%ae",      # not UTF-8
                 "/data/plugin/tfdarshan/summary?run=a%00b&session=c",
                 "/data/plugin/tfdarshan/..%2F..%2F..%2Fetc%2Fpasswd",
-                "/data/plugin/tfdarshan/%2e%2e/%2e%2e/etc/passwd"):
+                "/data/plugin/tfdarshan/%2e%2e/%2e%2e/etc/passwd",
+                "/data/plugin/tfdarshan/m/0/..%2F..%2F..%2F..%2Fetc%2Fpasswd",
+                "/data/plugin/tfdarshan/m/0/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+                "/data/plugin/tfdarshan/m/0/plugin.py"):
         status, _, body = fetch(server, raw)
         assert status in (400, 404), raw
         assert b"root:" not in body
@@ -173,7 +176,8 @@ def test_chart_library_is_the_cartesian_bundle_the_build_fetched(server):
     from tfdarshan_tb import plugin
     if not plugin.CHART_BUNDLE.exists():
         pytest.skip("the build did not fetch Plotly's cartesian bundle (make charts; needs npm)")
-    status, headers, body = fetch(server, "/data/plugin/tfdarshan/plotly.js")
+    # beside the page's entry module, at the address TensorBoard is given for it
+    status, headers, body = fetch(server, static_address(server).rsplit("/", 1)[0] + "/plotly.js")
     assert status == 200 and headers["Content-Type"].startswith("text/javascript")
     assert "Expires" in headers or "max-age" in headers.get("Cache-Control", "")
     assert body == plugin.CHART_BUNDLE.read_bytes()

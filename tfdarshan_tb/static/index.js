@@ -6,8 +6,9 @@
 // that none waits for another's import to be read. The library's download
 // and compilation go on while the modules load and the data come in.
 
-// the chart library's address (a hidden frame loads it again to keep it compiled: util.js)
-export const library = new URL('./plotly.js', document.baseURI).href;
+// the chart library's address (a hidden frame loads it again to keep it compiled: util.js):
+// beside this module, under the address the plugin keys by the version of both (plugin.py)
+export const library = new URL('./plotly.js', import.meta.url).href;
 
 let loading = null;
 export function loadPlotly() {
