@@ -70,5 +70,5 @@ for (const m of ['./util.js', './charts.js', './verdict.js', './table.js', './ra
 const page = import('./page.js');
 
 export async function render() {
-  return (await page).render();
+  return (await page).render({loadPlotly, library, takeRuns, takeAnswer});
 }

@@ -4,8 +4,7 @@
 // names above all) is only ever set as text, never parsed as HTML. The
 // page's other modules: util.js (state, helpers), verdict.js (the lead),
 // charts.js, table.js, ranks.js (a many-rank session's rank views).
-import {loadPlotly, library, takeRuns} from './index.js';
-import {bytes, count, el, get, keepChartLibraryCompiled, pct, rate, seconds, state} from './util.js';
+import {bytes, count, el, get, keepChartLibraryCompiled, pct, rate, seconds, state, useEarlyAnswers} from './util.js';
 import {figures, followSizes, withLegendFoot} from './charts.js';
 import {verdictFigure, verdictLine} from './verdict.js';
 import {fileTable, showStep} from './table.js';
@@ -39,17 +38,23 @@ td.path, th.path, td.mount, th.mount, td.kind, th.kind { text-align: left; max-w
 `;
 
 // --------------------------------------------------------------- the page
-export async function render() {
+// What index.js started at the frame's start, handed over by render()
+// rather than imported (index.js imports this module: no import runs back):
+// {loadPlotly, library, takeRuns, takeAnswer}.
+let early;
+export async function render(started) {
+  early = started;
+  useEarlyAnswers(early.takeAnswer);
   // timings for benchmarks/bench_tab.py: from render() to a complete page
   window.__tfdTimings = {start: performance.now()};
   // (the chart library was asked for when index.js ran)
-  loadPlotly().then(() => { window.__tfdTimings.plotly = performance.now(); }, () => {});
+  early.loadPlotly().then(() => { window.__tfdTimings.plotly = performance.now(); }, () => {});
   document.head.append(el('style', {}, CSS));
   const root = el('div', {id: 'tfd-root'});
   document.body.append(root);
   let runs;
   try {
-    runs = (await (takeRuns() || fetch('./runs').then((r) => r.json()))).runs;
+    runs = (await (early.takeRuns() || fetch('./runs').then((r) => r.json()))).runs;
   } catch (e) {
     root.append(el('p', {class: 'error'}, `Could not list sessions: ${e.message}`));
     return;
@@ -145,7 +150,7 @@ async function draw(body, ranked) {
   const stop = followProgress(status, () => loaded || mine !== drawing);
   // the chart library compiles while the answers come in; the file table's
   // first page is asked for with them
-  const plotly = loadPlotly();
+  const plotly = early.loadPlotly();
   const table = fileTable();
   table.catch(() => {});      // (its error is shown where the table goes)
   let answers;
@@ -192,7 +197,7 @@ async function draw(body, ranked) {
   if (mine !== drawing) return;
   body.append(el('h2', {}, 'Files'), files);
   window.__tfdTimings.rendered = performance.now();
-  keepChartLibraryCompiled(library);
+  keepChartLibraryCompiled(early.library);
 }
 
 // Each plot drawn in a task of its own, so the first is on screen before

@@ -2,7 +2,11 @@
 // the JSON routes, and keeping the chart library compiled. Data from logs
 // (file names above all) is only ever set as text, never parsed as HTML.
 
-import {takeAnswer} from './index.js';
+// the answers index.js asked for at the frame's start (page.js's render() hands them over)
+let takeAnswer = () => undefined;
+export function useEarlyAnswers(take) {
+  takeAnswer = take;
+}
 
 export const PAGE = 50;
 // sort: null until the server names the column that matters for the session
