@@ -43,7 +43,13 @@ the traced pread pays that until the budget is full (about 1.2 M calls),
 and after it drops segments. --collect collects before every timed loop,
 outside the timing, as a long-running job's collector does, so the chunks
 are used again and nothing is dropped: the trace's steady state. Printed:
-the segments the shim dropped, when any. Printed per configuration and call: ns per call and added ns (medians
+the segments the shim dropped, when any.
+
+With --attach-pairs, a fourth line for tfdarshan's processes: the same
+pread loop through the GOT attached against detached (the GOT restored),
+in alternating loop pairs in the one process: what the wrapper adds there
+with nothing else changed, not even libc's path (each detach collects, so
+the trace's chunks are used again). Printed per configuration and call: ns per call and added ns (medians
 over the rounds, each with the 95 % bootstrap interval of the median), and
 the ratio to plain. Each process checks it was really profiled: tfdarshan
 counted every call, DFTracer's trace holds an event per call."""
@@ -69,6 +75,7 @@ from intervals import median_interval  # noqa: E402
 CONFIGS = ("plain", "dftracer", "tfdarshan", "tfdarshan+trace")
 CALLS = ("fread", "pread")
 PAIRED = "pread over syscall"
+ATTACHED = "pread att. over det."
 
 
 def dftracer_library():
@@ -122,13 +129,16 @@ def child(args) -> int:
                 samples.append((time.process_time_ns() - t) / args.calls)
         got[name] = statistics.median(samples)
     got[PAIRED] = pread_over_syscall(lib, fd, args, collect)
+    if args.attach_pairs and args.child.startswith("tfdarshan"):
+        got[ATTACHED] = pread_attached_over_detached(lib, fd, args, args.child == "tfdarshan+trace")
     if args.child.startswith("tfdarshan"):
         import tfdarshan
         snap = tfdarshan.snapshot()
         want = (args.repeats + 1) * args.calls
         freads = int(snap.stdio.loc[snap.stdio["path"] == args.data, "STDIO_READS"].sum())
         preads = int(snap.posix.loc[snap.posix["path"] == args.data, "POSIX_READS"].sum())
-        if (freads, preads) != (want, want + (2 * args.repeats + 1) * args.calls):
+        pairs = (2 * args.repeats + 1) * args.calls * (2 if args.attach_pairs else 1)
+        if (freads, preads) != (want, want + pairs):
             print(f"tfdarshan counted {freads} freads and {preads} preads of {want} each", file=sys.stderr)
             return 1
         got["dropped"] = int(snap.meta.get("trace_dropped", 0))
@@ -158,6 +168,30 @@ def pread_over_syscall(lib, fd: int, args, collect) -> float:
     return statistics.median(diffs)
 
 
+def pread_attached_over_detached(lib, fd: int, args, trace: bool) -> float:
+    """ns the pread loop through the GOT takes attached over detached, in
+    this process and buffer: the median of 2 * --repeats loop pairs,
+    alternating which comes first (the first pair warms up); left attached."""
+    import tfdarshan
+    buf = ctypes.create_string_buffer(4096 + 4096)
+    at = ctypes.c_void_p((ctypes.addressof(buf) + 4095) & ~4095)
+    diffs = []
+    for i in range(2 * args.repeats + 1):
+        times = {}
+        for attached in ((1, 0) if i % 2 else (0, 1)):
+            if attached:
+                tfdarshan.attach(trace=trace)
+            else:
+                tfdarshan.detach()
+            t = time.process_time_ns()
+            lib.pread_into_loop(fd, at, args.calls, 4096, 0)
+            times[attached] = time.process_time_ns() - t
+        if i:
+            diffs.append((times[1] - times[0]) / args.calls)
+    tfdarshan.attach(trace=trace)
+    return statistics.median(diffs)
+
+
 def traced_calls(prefix: pathlib.Path) -> dict:
     """Events per call name in the DFTracer trace files starting with prefix."""
     counts = {name: 0 for name in CALLS}
@@ -183,7 +217,7 @@ def run_one(config: str, args, work: pathlib.Path, lib: pathlib.Path, data: path
                    DFTRACER_DATA_DIR=str(data.parent), DFTRACER_LOG_FILE=str(prefix))
     cmd = [sys.executable, __file__, "--child", config, "--lib", str(lib), "--data", str(data),
            "--calls", str(args.calls), "--repeats", str(args.repeats)]
-    cmd += ["--single-thread"] * args.single_thread + ["--collect"] * args.collect
+    cmd += ["--single-thread"] * args.single_thread + ["--collect"] * args.collect + ["--attach-pairs"] * args.attach_pairs
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
         raise RuntimeError(f"{config}: {r.stderr.strip()[-2000:]}")
@@ -207,6 +241,8 @@ def main(argv=None) -> int:
                     help="no idle thread in each process (glibc's single-threaded paths for plain)")
     ap.add_argument("--collect", action="store_true",
                     help="collect before every timed loop, untimed: the trace's memory used again")
+    ap.add_argument("--attach-pairs", action="store_true",
+                    help="tfdarshan's pread loop attached against detached, paired in each process")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--lib", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
@@ -238,7 +274,14 @@ def main(argv=None) -> int:
           f"{'; collected before every loop' if args.collect else ''}")
     print(f"{'':16s} {'call':18s} {'ns per call':>26s} {'added ns':>26s} {'ratio':>6s}")
     for c in configs:
-        for call in (*CALLS, PAIRED):
+        for call in (*CALLS, PAIRED, ATTACHED):
+            if any(call not in r[c] for r in rounds):
+                continue
+            if call == ATTACHED:        # paired inside each process: its own added figure
+                ns = [r[c][call] for r in rounds]
+                lo, hi = median_interval(ns)
+                print(f"{c:16s} {call:18s} {'':26s} {statistics.median(ns):+9.1f} [{lo:+7.1f}, {hi:+7.1f}]")
+                continue
             ns = [r[c][call] for r in rounds]
             added = [r[c][call] - r["plain"][call] for r in rounds]
             lo, hi = median_interval(ns)
