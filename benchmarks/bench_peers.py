@@ -49,7 +49,9 @@ With --attach-pairs, a fourth line for tfdarshan's processes: the same
 pread loop through the GOT attached against detached (the GOT restored),
 in alternating loop pairs in the one process: what the wrapper adds there
 with nothing else changed, not even libc's path (each detach collects, so
-the trace's chunks are used again). Printed per configuration and call: ns per call and added ns (medians
+the trace's chunks are used again).
+
+Printed per configuration and call: ns per call and added ns (medians
 over the rounds, each with the 95 % bootstrap interval of the median), and
 the ratio to plain. Each process checks it was really profiled: tfdarshan
 counted every call, DFTracer's trace holds an event per call."""
