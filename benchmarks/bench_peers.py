@@ -39,8 +39,9 @@ plain process charged libc's multi-threaded path to the profiler.
 The trace's first 64 MiB (its default memory) land on memory the process
 has never touched, which a VM's host backs on first touch (about 3-5 ms a
 2 MiB huge page here, 80-130 ns per 56-byte segment): in a fresh process
-the traced pread pays that until the budget is full (about 1.2 M calls),
-and after it drops segments. --collect collects before every timed loop,
+the traced pread pays that until the budget is full (about 1.2 M traced
+preads, more than a run with the defaults makes: its trace figures are
+the first fill's), and after it drops segments. --collect collects before every timed loop,
 outside the timing, as a long-running job's collector does, so the chunks
 are used again and nothing is dropped: the trace's steady state. Printed:
 the segments the shim dropped, when any.
