@@ -152,46 +152,48 @@ def child(args) -> int:
 def pread_over_syscall(lib, fd: int, args, collect) -> float:
     """ns a pread through the GOT takes over the same read made as
     syscall(2), which no profiler wraps, into the same buffer in the same
-    process: the median of 2 * --repeats loop pairs, alternating which
-    comes first (the first pair warms up). A pread's own cost moves by
-    more than the budget between processes, with where its buffer and the
-    kernel's pages land; a difference taken inside one process does not."""
-    buf = ctypes.create_string_buffer(4096 + 4096)
-    at = ctypes.c_void_p((ctypes.addressof(buf) + 4095) & ~4095)
-    diffs = []
-    for i in range(2 * args.repeats + 1):
-        times = {}
-        for raw in ((0, 1) if i % 2 else (1, 0)):
-            collect()
-            t = time.process_time_ns()
-            lib.pread_into_loop(fd, at, args.calls, 4096, raw)
-            times[raw] = time.process_time_ns() - t
-        if i:
-            diffs.append((times[0] - times[1]) / args.calls)
-    return statistics.median(diffs)
+    process. A pread's own cost moves by more than the budget between
+    processes, with where its buffer and the kernel's pages land; a
+    difference taken inside one process does not."""
+    def through_got(yes: bool) -> int:
+        collect()
+        return 0 if yes else 1
+    return alternating_pairs(lib, fd, args, through_got)
 
 
 def pread_attached_over_detached(lib, fd: int, args, trace: bool) -> float:
     """ns the pread loop through the GOT takes attached over detached, in
-    this process and buffer: the median of 2 * --repeats loop pairs,
-    alternating which comes first (the first pair warms up); left attached."""
+    this process and buffer; left attached."""
     import tfdarshan
+
+    def attached(yes: bool) -> int:
+        if yes:
+            tfdarshan.attach(trace=trace)
+        else:
+            tfdarshan.detach()
+        return 0
+    got = alternating_pairs(lib, fd, args, attached)
+    tfdarshan.attach(trace=trace)
+    return got
+
+
+def alternating_pairs(lib, fd: int, args, side) -> float:
+    """ns a 4 KiB pread loop into one page-aligned buffer takes with
+    side(True) over side(False) (each sets its side up and returns
+    pread_into_loop's raw flag): the median of 2 * --repeats loop pairs,
+    alternating which comes first (the first pair warms up)."""
     buf = ctypes.create_string_buffer(4096 + 4096)
     at = ctypes.c_void_p((ctypes.addressof(buf) + 4095) & ~4095)
     diffs = []
     for i in range(2 * args.repeats + 1):
         times = {}
-        for attached in ((1, 0) if i % 2 else (0, 1)):
-            if attached:
-                tfdarshan.attach(trace=trace)
-            else:
-                tfdarshan.detach()
+        for yes in ((True, False) if i % 2 else (False, True)):
+            raw = side(yes)
             t = time.process_time_ns()
-            lib.pread_into_loop(fd, at, args.calls, 4096, 0)
-            times[attached] = time.process_time_ns() - t
+            lib.pread_into_loop(fd, at, args.calls, 4096, raw)
+            times[yes] = time.process_time_ns() - t
         if i:
-            diffs.append((times[1] - times[0]) / args.calls)
-    tfdarshan.attach(trace=trace)
+            diffs.append((times[True] - times[False]) / args.calls)
     return statistics.median(diffs)
 
 
