@@ -48,11 +48,13 @@ demo: $(STAMP) charts
 
 # Debian packages: Chromium for the tab's browser tests, FUSE 3 (with
 # libfuse3-dev and pkg-config, to build the case studies' slow tier,
-# case_studies/slowfs.c), Open MPI for the multi-rank tests, gdb to read a crashed worker's core
+# case_studies/slowfs.c), Open MPI for the multi-rank tests, gdb to read a crashed worker's core,
+# strace to count the system calls the shim makes of its own
 system-deps:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v mpirun >/dev/null && command -v gdb >/dev/null && \
+	  command -v strace >/dev/null && \
 	  command -v pkg-config >/dev/null && [ -e /usr/include/fuse3/fuse.h ] || \
-	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver gdb fuse3 libfuse3-dev pkg-config \
+	  ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver gdb strace fuse3 libfuse3-dev pkg-config \
 	     openmpi-bin libopenmpi-dev)
 
 browser: system-deps

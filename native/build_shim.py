@@ -15,6 +15,7 @@ HERE = pathlib.Path(__file__).parent
 # in this list, never after (tests/test_layout.py)
 LAYERS = [
     ["clock.c", "jump_return.c", "darshan_hash.c", "hooks.c", "maps.c", "pages.c"],  # the base: no state of the recording
+    ["fsblock.c"],                                                  # a file's block size, remembered per directory
     ["elfpatch.c", "paths.c", "table.c", "fdmap.c", "trace.c", "heat.c", "busy.c"],   # state owners
     ["threads.c", "staged.c"],                                      # threads and shards (sized by the table); staged copies
     ["totals.c"],                                                   # the collector's totals of the shards

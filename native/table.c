@@ -4,13 +4,12 @@
 #include "table.h"
 
 #include <errno.h>
-#include <linux/magic.h>
 #include <pthread.h>
 #include <sys/mman.h>
-#include <sys/statfs.h>
 
 #include "public.h"
 #include "darshan_hash.h"
+#include "fsblock.h"
 
 #define INDEX_CHUNK 1024
 
@@ -73,19 +72,8 @@ tfd_rec *table_find(uint64_t id, int module)
     }
 }
 
-static int64_t block_size_of(const char *path)
-{
-    struct statfs sf;
-    if (path[0] != '/' || statfs(path, &sf) != 0)
-        return -1;
-#ifndef LL_SUPER_MAGIC
-#define LL_SUPER_MAGIC 0x0BD00BD0
-#endif
-    return sf.f_type == LL_SUPER_MAGIC ? 1024 * 1024 : (int64_t)sf.f_bsize;
-}
-
-/* caller holds create_lock */
-static tfd_rec *new_record(uint64_t id, int module, const char *path)
+/* caller holds create_lock; block: the file's POSIX_FILE_ALIGNMENT */
+static tfd_rec *new_record(uint64_t id, int module, const char *path, int64_t block)
 {
     if (n_records >= max_records)
         return NULL;
@@ -100,7 +88,7 @@ static tfd_rec *new_record(uint64_t id, int module, const char *path)
     r->id = id;
     r->module = module;
     r->index = n_records;
-    r->file_alignment = block_size_of(path);
+    r->file_alignment = block;
     r->alignment_mask = (r->file_alignment > 0 && !(r->file_alignment & (r->file_alignment - 1)))
                             ? r->file_alignment - 1 : -1;
     r->std_stream = path[0] == '<';
@@ -123,7 +111,7 @@ static tfd_rec *new_record(uint64_t id, int module, const char *path)
 /* the overflow record does not count against the cap */
 static tfd_rec *new_overflow_record(uint64_t id, int module, const char *path)
 {
-    tfd_rec *r = new_record(id, module, path);
+    tfd_rec *r = new_record(id, module, path, -1);
     if (r) {
         overflow_rec[module & 15] = r;
         n_module_records[module & 15]--;
@@ -160,7 +148,7 @@ tfd_rec *table_record_for(const char *clean, int module)
     r = table_find(id, module);
     if (!r) {
         if (n_module_records[module & 15] < record_cap) {
-            r = new_record(id, module, clean);
+            r = new_record(id, module, clean, fsblock_of(clean));
         } else {
             note_folded(id);
             r = overflow_rec[module & 15];
@@ -225,7 +213,7 @@ tfd_rec **table_after_fork(void)
     for (int64_t i = 0; i < old_n; i++) {
         tfd_rec *o = old_by_index[i / INDEX_CHUNK][i % INDEX_CHUNK];
         tfd_rec *n = o == old_overflow[o->module & 15] ? new_overflow_record(o->id, o->module, o->path)
-                                                        : new_record(o->id, o->module, o->path);
+                                                        : new_record(o->id, o->module, o->path, o->file_alignment);
         if (n)
             n->offset = o->offset;
         map[i] = n;

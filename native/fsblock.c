@@ -1,0 +1,130 @@
+/* POSIX_FILE_ALIGNMENT's block sizes, remembered per directory. */
+#include "fsblock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "darshan_hash.h"
+
+#ifndef LL_SUPER_MAGIC
+#define LL_SUPER_MAGIC 0x0BD00BD0
+#endif
+
+/* open addressing on the directory's hash; the directory kept to compare */
+typedef struct dir_entry { uint64_t hash; char *dir; int64_t block; } dir_entry;
+static dir_entry *dirs;
+static uint64_t dirs_mask;
+static uint64_t dirs_used;
+/* the mount table's hash as the collector last read it, and as the
+ * entries in dirs knew it */
+static uint64_t mounts_now;
+static uint64_t mounts_known;
+
+static void forget_all(void)
+{
+    for (uint64_t i = 0; dirs && i <= dirs_mask; i++)
+        free(dirs[i].dir);
+    free(dirs);
+    dirs = NULL;
+    dirs_mask = dirs_used = 0;
+}
+
+static dir_entry *slot_of(dir_entry *table, uint64_t mask, uint64_t hash, const char *dir, size_t len)
+{
+    for (uint64_t i = hash & mask;; i = (i + 1) & mask) {
+        dir_entry *e = &table[i];
+        if (!e->dir || (e->hash == hash && strncmp(e->dir, dir, len) == 0 && e->dir[len] == '\0'))
+            return e;
+    }
+}
+
+/* room for one more entry, the table at most half full; 0, or -1 */
+static int make_room(void)
+{
+    if (dirs && 2 * (dirs_used + 1) <= dirs_mask + 1)
+        return 0;
+    uint64_t slots = dirs ? 2 * (dirs_mask + 1) : 64;
+    dir_entry *grown = calloc(slots, sizeof(dir_entry));
+    if (!grown)
+        return -1;
+    for (uint64_t i = 0; dirs && i <= dirs_mask; i++)
+        if (dirs[i].dir)
+            *slot_of(grown, slots - 1, dirs[i].hash, dirs[i].dir, strlen(dirs[i].dir)) = dirs[i];
+    free(dirs);
+    dirs = grown;
+    dirs_mask = slots - 1;
+    return 0;
+}
+
+static int64_t statfs_block(const char *path)
+{
+    struct statfs sf;
+    if (statfs(path, &sf) != 0)
+        return -1;
+    return sf.f_type == LL_SUPER_MAGIC ? 1024 * 1024 : (int64_t)sf.f_bsize;
+}
+
+int64_t fsblock_of(const char *clean)
+{
+    const char *slash = strrchr(clean, '/');
+    if (clean[0] != '/' || !slash)
+        return -1;
+    int saved = errno;
+    uint64_t mounts = __atomic_load_n(&mounts_now, __ATOMIC_ACQUIRE);
+    if (mounts != mounts_known) {
+        forget_all();
+        mounts_known = mounts;
+    }
+    size_t len = (size_t)(slash - clean) + 1;     /* the directory, with its slash */
+    uint64_t hash = tfd_hash64((const unsigned char *)clean, len);
+    int64_t block;
+    dir_entry *e = dirs ? slot_of(dirs, dirs_mask, hash, clean, len) : NULL;
+    if (e && e->dir) {
+        block = e->block;
+    } else {
+        /* the file itself, not its directory: a symbolic link to another
+         * file system answers for where its data is */
+        block = statfs_block(clean);
+        char *dir = block > 0 ? strndup(clean, len) : NULL;   /* a failure is asked again */
+        if (dir && make_room() == 0) {
+            e = slot_of(dirs, dirs_mask, hash, dir, len);
+            e->hash = hash;
+            e->dir = dir;
+            e->block = block;
+            dirs_used++;
+        } else {
+            free(dir);
+        }
+    }
+    errno = saved;
+    return block;
+}
+
+void fsblock_check_mounts(void)
+{
+    /* at most once a second: a job may collect at every step */
+    static struct timespec last;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    if (last.tv_sec && now.tv_sec - last.tv_sec < 1 && now.tv_sec >= last.tv_sec)
+        return;
+    last = now;
+    int saved = errno;
+    int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errno = saved;
+        return;
+    }
+    char buf[4096];
+    uint64_t h = 0x6d6f756e74ull;
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0)
+        h = tfd_hash64((const unsigned char *)buf, (size_t)n) ^ (h * 0x9e3779b97f4a7c15ull);
+    close(fd);
+    if (n == 0)
+        __atomic_store_n(&mounts_now, h, __ATOMIC_RELEASE);
+    errno = saved;
+}
