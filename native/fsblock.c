@@ -106,12 +106,13 @@ int64_t fsblock_of(const char *clean)
 void fsblock_check_mounts(void)
 {
     /* at most once a second: a job may collect at every step */
-    static struct timespec last;
+    static int64_t last_second;     /* attach and the collector may both come here */
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-    if (last.tv_sec && now.tv_sec - last.tv_sec < 1 && now.tv_sec >= last.tv_sec)
+    int64_t last = __atomic_load_n(&last_second, __ATOMIC_RELAXED);
+    if (last && (int64_t)now.tv_sec - last < 1)
         return;
-    last = now;
+    __atomic_store_n(&last_second, (int64_t)now.tv_sec, __ATOMIC_RELAXED);
     int saved = errno;
     int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
