@@ -11,7 +11,6 @@
 #include "clock.h"
 #include "elfpatch.h"
 #include "fdmap.h"
-#include "fsblock.h"
 #include "heat.h"
 #include "hooks.h"
 #include "maps.h"
@@ -73,7 +72,6 @@ int collect_init(const tfd_config *c, char *err, size_t err_len)
         rc = -1;
         goto out;
     }
-    fsblock_check_mounts();
     static int registered;
     if (!registered)
         pthread_atfork(tfd_mapped_prepare_fork, tfd_mapped_parent_fork, after_fork);
@@ -139,8 +137,6 @@ int tfd_collect(tfd_collect_result *out)
     busy_since = closed_at;
     /* new shards ready before the writers need them */
     threads_prepare();
-    /* a mount since the last collect: block sizes are looked up again */
-    fsblock_check_mounts();
     out->epoch = closed;
     out->now_ticks = tfd_now_ticks();
     out->n_records = table_count();

@@ -2,10 +2,7 @@
 #include "fsblock.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sys/statfs.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "darshan_hash.h"
 
@@ -18,19 +15,6 @@ typedef struct dir_entry { uint64_t hash; char *dir; int64_t block; } dir_entry;
 static dir_entry *dirs;
 static uint64_t dirs_mask;
 static uint64_t dirs_used;
-/* the mount table's hash as the collector last read it, and as the
- * entries in dirs knew it */
-static uint64_t mounts_now;
-static uint64_t mounts_known;
-
-static void forget_all(void)
-{
-    for (uint64_t i = 0; dirs && i <= dirs_mask; i++)
-        free(dirs[i].dir);
-    free(dirs);
-    dirs = NULL;
-    dirs_mask = dirs_used = 0;
-}
 
 static dir_entry *slot_of(dir_entry *table, uint64_t mask, uint64_t hash, const char *dir, size_t len)
 {
@@ -73,11 +57,6 @@ int64_t fsblock_of(const char *clean)
     if (clean[0] != '/' || !slash)
         return -1;
     int saved = errno;
-    uint64_t mounts = __atomic_load_n(&mounts_now, __ATOMIC_ACQUIRE);
-    if (mounts != mounts_known) {
-        forget_all();
-        mounts_known = mounts;
-    }
     size_t len = (size_t)(slash - clean) + 1;     /* the directory, with its slash */
     uint64_t hash = tfd_hash64((const unsigned char *)clean, len);
     int64_t block;
@@ -101,31 +80,4 @@ int64_t fsblock_of(const char *clean)
     }
     errno = saved;
     return block;
-}
-
-void fsblock_check_mounts(void)
-{
-    /* at most once a second: a job may collect at every step */
-    static int64_t last_second;     /* attach and the collector may both come here */
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-    int64_t last = __atomic_load_n(&last_second, __ATOMIC_RELAXED);
-    if (last && (int64_t)now.tv_sec - last < 1)
-        return;
-    __atomic_store_n(&last_second, (int64_t)now.tv_sec, __ATOMIC_RELAXED);
-    int saved = errno;
-    int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        errno = saved;
-        return;
-    }
-    char buf[4096];
-    uint64_t h = 0x6d6f756e74ull;
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof(buf))) > 0)
-        h = tfd_hash64((const unsigned char *)buf, (size_t)n) ^ (h * 0x9e3779b97f4a7c15ull);
-    close(fd);
-    if (n == 0)
-        __atomic_store_n(&mounts_now, h, __ATOMIC_RELEASE);
-    errno = saved;
 }
