@@ -53,11 +53,10 @@ static int64_t statfs_block(const char *path)
 
 int64_t fsblock_of(const char *clean)
 {
-    const char *slash = strrchr(clean, '/');
-    if (clean[0] != '/' || !slash)
+    if (clean[0] != '/')
         return -1;
     int saved = errno;
-    size_t len = (size_t)(slash - clean) + 1;     /* the directory, with its slash */
+    size_t len = (size_t)(strrchr(clean, '/') - clean) + 1;     /* the directory, with its slash */
     uint64_t hash = tfd_hash64((const unsigned char *)clean, len);
     int64_t block;
     dir_entry *e = dirs ? slot_of(dirs, dirs_mask, hash, clean, len) : NULL;

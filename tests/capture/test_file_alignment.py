@@ -14,7 +14,9 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -93,8 +95,7 @@ def test_one_statfs_a_directory_and_the_block_size_statvfs_gives(traced, tmp_pat
     shm_root = tmp_path / "unused"
     shm = []
     if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
-        import tempfile
-        shm_root = type(tmp_path)(tempfile.mkdtemp(prefix="tfd-align-", dir="/dev/shm"))
+        shm_root = Path(tempfile.mkdtemp(prefix="tfd-align-", dir="/dev/shm"))
         shm = make_files(shm_root, dirs=1, per_dir=25)
     try:
         files = disk + shm
