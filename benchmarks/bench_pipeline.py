@@ -128,6 +128,14 @@ def make_files(d: pathlib.Path, n: int, seed: int = 0):
     return paths
 
 
+def pipeline(tf, paths):
+    """The measured pipeline (this script's, bench_pipeline_lines.py's and
+    bench_pipeline_profile.py's): every file read whole by tf.io.read_file
+    in a parallel map, in batches of 256 lengths."""
+    return tf.data.Dataset.from_tensor_slices(paths).map(
+        lambda p: tf.strings.length(tf.io.read_file(p)), num_parallel_calls=tf.data.AUTOTUNE).batch(256)
+
+
 def summary(values):
     """(median, 5th percentile, 95th percentile)."""
     v = np.asarray(values, dtype=float)
@@ -264,8 +272,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="tfd-pipe-", dir=os.environ.get("TFD_BENCH_DIR")) as d:
         paths = make_files(pathlib.Path(d), args.files)
         sizes = np.array([os.path.getsize(p) for p in paths], dtype=np.int64)
-        ds = tf.data.Dataset.from_tensor_slices(paths).map(
-            lambda p: tf.strings.length(tf.io.read_file(p)), num_parallel_calls=tf.data.AUTOTUNE).batch(256)
+        ds = pipeline(tf, paths)
         counted = {"files": None}    # the last attached snapshot's opens and bytes by path
 
         def check_counted(label: str):

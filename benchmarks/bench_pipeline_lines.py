@@ -59,12 +59,11 @@ def child(workdir: pathlib.Path, files: int, passes: int) -> int:
     import tensorflow as tf
     import tfdarshan
     from tfdarshan.capture import _native
-    from bench_pipeline import make_files
+    from bench_pipeline import make_files, pipeline
     marks = ctypes.CDLL(str(workdir / "libmarks.so"))
     marks.cg_dump.argtypes = [ctypes.c_char_p]
     paths = make_files(workdir / "files", files)
-    ds = tf.data.Dataset.from_tensor_slices(paths).map(
-        lambda p: tf.strings.length(tf.io.read_file(p)), num_parallel_calls=tf.data.AUTOTUNE).batch(256)
+    ds = pipeline(tf, paths)
 
     def run_pass():
         return sum(int(tf.reduce_sum(x)) for x in ds)

@@ -28,10 +28,10 @@ import tensorflow as tf
 tf.config.threading.set_inter_op_parallelism_threads(1)
 tf.config.threading.set_intra_op_parallelism_threads(1)
 import tfdarshan
-files, passes, ctl = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-paths = sorted(str(p) for p in pathlib.Path(files).glob("*/*.jpg"))
-ds = tf.data.Dataset.from_tensor_slices(paths).map(
-    lambda p: tf.strings.length(tf.io.read_file(p)), num_parallel_calls=tf.data.AUTOTUNE).batch(256)
+files, passes, ctl, here = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+sys.path.insert(0, here)
+from bench_pipeline import pipeline
+ds = pipeline(tf, sorted(str(p) for p in pathlib.Path(files).glob("*/*.jpg")))
 tfdarshan.attach()
 for _ in range(2):                      # every file's record, cached path and shard exist
     sum(int(tf.reduce_sum(x)) for x in ds)
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
             os.mkfifo(ctl)
             r = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(args.freq), "-D", "-1",
                                 f"--control=fifo:{ctl}", "-o", str(data), sys.executable, str(d / "passes.py"),
-                                str(d / "files"), str(args.passes), str(ctl)],
+                                str(d / "files"), str(args.passes), str(ctl), str(HERE)],
                                capture_output=True, text=True)
             if r.returncode != 0:
                 print(r.stderr[-2000:], file=sys.stderr)
