@@ -13,7 +13,7 @@ import pytest
 
 import tfdarshan
 from tfdarshan.analysis.analyze import analyze, rank_logs, read_table
-from rank_session import rank_of, scaled_copy
+from rank_session import copy_session, rank_of, scaled_copy
 
 pytestmark = pytest.mark.cost(50)
 
@@ -56,22 +56,22 @@ def expected(session_dir):
     return files.sort_index(), pd.DataFrame(ranks).set_index("rank").sort_index()
 
 
-def check(session_dir):
+def check(session_dir, n_ranks=RANKS):
     files, ranks = expected(session_dir)
     got_files = read_table(session_dir, "files").set_index("path").sort_index()
     got_ranks = read_table(session_dir, "ranks").set_index("rank").sort_index()
     assert list(got_files.index) == list(files.index)
     for c in files.columns:
         assert np.allclose(got_files[c].to_numpy(np.float64), files[c].to_numpy(np.float64)), c
-    assert list(got_ranks.index) == list(range(RANKS))
+    assert list(got_ranks.index) == list(range(n_ranks))
     assert (got_ranks["bytes_read"] == ranks["bytes_read"]).all()
     assert np.allclose(got_ranks["input_wait_share"], ranks["input_wait_share"])
     # the file every rank read, and the shards read by one real rank and its 15 scaled copies
     shared = [p for p in files.index if p.endswith("shared.bin")]
-    assert shared and int(got_files.loc[shared[0], "ranks"]) == RANKS
+    assert shared and int(got_files.loc[shared[0], "ranks"]) == n_ranks
     steps = read_table(session_dir, "steps")
     # three steps a rank, and its set-up and wind-down apart (not counted)
-    assert len(steps) == RANKS * 5 and set(steps["step"]) == {-2, 0, 1, 2, -3}
+    assert len(steps) == n_ranks * 5 and set(steps["step"]) == {-2, 0, 1, 2, -3}
     assert (steps["counted"] == (steps["step"] >= 0)).all()
     return got_files, got_ranks
 
@@ -81,6 +81,19 @@ def test_analyze_on_the_embedded_engine(session):
     assert r["ranks"] == RANKS and "local cluster" in r["where"]      # 64 logs: worth a local cluster
     assert not (session / "analysis.partial").exists()
     check(session)
+
+
+def test_a_small_session_is_analysed_here_without_importing_distributed(pipeline_ranks, tmp_path):
+    # under SMALL_SESSION logs the graph runs on Dask's threaded scheduler in
+    # the command's own process; named rather than given, that scheduler
+    # makes dask import distributed to look for a client first (≈ 0.5 s a command)
+    small = copy_session(pipeline_ranks, tmp_path)
+    code = ("import sys; from tfdarshan.analysis.analyze import analyze; r = analyze(sys.argv[1]); "
+            "print(r['where'], r['ranks'], 'distributed' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code, str(small)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-4:] == ["this", "process", str(REAL_RANKS), "False"]
+    check(small, REAL_RANKS)
 
 
 def test_the_same_graph_on_a_two_worker_cluster(session, tmp_path):

@@ -31,6 +31,10 @@ class Engine:
         if self.client is None:
             import dask
             from dask.callbacks import Callback
+            # the threaded scheduler itself, not its name: given a name,
+            # dask imports distributed to look for a client first (~0.5 s
+            # of a small session's analyze)
+            from dask.threaded import get as threaded
             index = {t.key: i for i, t in enumerate(tasks)}
 
             class _Done(Callback):
@@ -39,7 +43,7 @@ class Engine:
                         done(index[key])
 
             with _Done():
-                return list(dask.compute(*tasks, scheduler="threads"))
+                return list(dask.compute(*tasks, scheduler=threaded))
         from distributed import as_completed
         futures = self.client.compute(tasks)
         index = {f.key: i for i, f in enumerate(futures)}
