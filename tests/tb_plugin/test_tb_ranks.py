@@ -303,6 +303,14 @@ def test_a_session_draws_with_plotlys_basic_bundle_and_rank_views_bring_the_heat
         assert chart_libraries(d) == {"plotly-basic.js", "plotly-cartesian.js"}
         severe = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
         assert not severe, severe
+        # opened again, the page asks for the bundle its first session needed last time
+        # before the session list says so, and for no other
+        d.get("about:blank")
+        open_tab(d, server, timeout=WAIT)
+        assert chart_libraries(d) == {"plotly-basic.js"}
+        started = d.execute_script("return Object.fromEntries(performance.getEntriesByType('resource')"
+                                   ".map((e) => [new URL(e.name).pathname.split('/').pop(), e.startTime]));")
+        assert started["plotly-basic.js"] <= started["runs"], started
     finally:
         d.quit()
 

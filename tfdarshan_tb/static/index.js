@@ -1,8 +1,8 @@
 // The I/O tab's entry: TensorBoard loads this module in an iframe (base
 // href plugin/tfdarshan/) and calls render(). It imports nothing, so it
-// runs as soon as it arrives: it asks for the session list, then at once
-// for the chart library that session needs (the largest thing the page
-// loads, 1.2 MB to fetch and evaluate), then for the page's modules
+// runs as soon as it arrives: it asks for the chart library the first
+// session needs (the largest thing the page loads, 1.2 MB to fetch and
+// evaluate) and for the session list, then for the page's modules
 // (page.js draws the tab), all of them together, so that none waits for
 // another's import to be read. The library's download and compilation go
 // on while the modules load and the data come in.
@@ -53,12 +53,27 @@ export function gridCellWidth() {
   const n = Math.max(1, Math.floor((w + 12) / (460 + 12)));
   return Math.max(100, Math.round((w - 12 * (n - 1)) / n));
 }
+// The bundle the first session needed at the last opening in this browser
+// is asked for at once (the same log directory opens at the same session);
+// at a first opening, once the session list says which.
+const FIRST_LIBRARY = 'tfdarshan-first-chart-library';
+const remembered = (() => {
+  try {
+    return localStorage.getItem(FIRST_LIBRARY);
+  } catch (e) {
+    return null;                          // no storage in this browser: wait for the list
+  }
+})();
+if (Object.hasOwn(libraries, remembered)) loadPlotly(remembered === 'heatmap').catch(() => {});
 const runs = fetch('./runs').then((r) => r.ok ? r.json() : Promise.reject(new Error(`runs: HTTP ${r.status}`)));
 runs.then(({runs}) => {
   const r = runs[runs.length - 1];
   const s = r && r.sessions[r.sessions.length - 1];
   if (!s) return;
   loadPlotly(rankViews(s)).catch(() => {});       // (render() shows the error where the charts go)
+  try {
+    localStorage.setItem(FIRST_LIBRARY, rankViews(s) ? 'heatmap' : 'basic');
+  } catch (e) { /* no storage: the next opening waits for the list too */ }
   if (rankViews(s)) return;
   const width = gridCellWidth();
   for (const [route, extra] of [['summary', {}], ['verdict', {width}], ['steps', {width}], ['histograms', {}],
