@@ -10,14 +10,17 @@ SOURCES := pyproject.toml setup.py $(wildcard native/*.c native/*.h native/*.def
 # Debian's Chromium and ChromeDriver for the tab's browser tests
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# Plotly's cartesian bundle for the tab (tfdarshan_tb/plugin.py, CHART_BUNDLE):
-# fetched from the npm registry, checked against the hash it was published
+# Two of Plotly's bundles for the tab (tfdarshan_tb/plugin.py, CHART_BUNDLES):
+# basic (scatter and bar: every chart of a session but one) and cartesian
+# (those and the heatmap, for a many-rank session's rank views), fetched
+# from the npm registry, each checked against the hash it was published
 # with, never committed. Without npm the tab falls back to the plotly
 # package's larger bundle, so a failed fetch warns and goes on.
-CHART_PKG := plotly.js-cartesian-dist-min
 CHART_VER := 4.1.1
-CHART_SHA := sha512-o8GrFeusncwBIxbBynRJpY4pkgVB6caM+JLpwrLYbbsO7dZ8FJ+SVN2Fr+L7kiG/Z6w4P5O0Jus/Qr5EefHVeg==
-CHART_JS  := tfdarshan_tb/static/vendor/plotly-cartesian.min.js
+CHART_SHA_basic     := sha512-1oNF8PeQx2hv/y7tqEVWKD3JGwn/MGEMQ8mL9HUwsaqG9FGy/OU5FHUHvzqbqxN4mnwZGI9abTiE775C4kkjMQ==
+CHART_SHA_cartesian := sha512-o8GrFeusncwBIxbBynRJpY4pkgVB6caM+JLpwrLYbbsO7dZ8FJ+SVN2Fr+L7kiG/Z6w4P5O0Jus/Qr5EefHVeg==
+CHART_DIR := tfdarshan_tb/static/vendor
+CHART_JS  := $(CHART_DIR)/plotly-basic.min.js $(CHART_DIR)/plotly-cartesian.min.js
 
 .PHONY: demo test docs bench install browser system-deps case-studies clean charts
 
@@ -25,14 +28,15 @@ install: $(STAMP) charts
 
 charts: $(CHART_JS)
 
-$(CHART_JS):
+# $* is the bundle's name: the npm package plotly.js-$*-dist-min holds package/plotly-$*.min.js
+$(CHART_DIR)/plotly-%.min.js:
 	@command -v npm >/dev/null || $(SUDO) apt-get install -y -q npm >/dev/null || true
 	@mkdir -p build/npm $(@D)
-	@cd build/npm && rm -f $(CHART_PKG)-*.tgz && npm pack -q $(CHART_PKG)@$(CHART_VER) >/dev/null 2>&1 \
-	  && [ "sha512-$$(openssl dgst -sha512 -binary $(CHART_PKG)-$(CHART_VER).tgz | base64 -w0)" = "$(CHART_SHA)" ] \
-	  && tar -xzf $(CHART_PKG)-$(CHART_VER).tgz -O package/plotly-cartesian.min.js > ../../$@.part \
+	@cd build/npm && pkg=plotly.js-$*-dist-min && rm -f $$pkg-*.tgz && npm pack -q $$pkg@$(CHART_VER) >/dev/null 2>&1 \
+	  && [ "sha512-$$(openssl dgst -sha512 -binary $$pkg-$(CHART_VER).tgz | base64 -w0)" = "$(CHART_SHA_$*)" ] \
+	  && tar -xzf $$pkg-$(CHART_VER).tgz -O package/plotly-$*.min.js > ../../$@.part \
 	  && mv ../../$@.part ../../$@ \
-	  || (rm -f ../../$@.part; echo "warning: could not fetch $(CHART_PKG)@$(CHART_VER) from npm;" \
+	  || (rm -f ../../$@.part; echo "warning: could not fetch plotly.js-$*-dist-min@$(CHART_VER) from npm;" \
 	      "the tab will use the plotly package's full bundle (slower to load)" >&2)
 
 $(BIN)/python:
@@ -95,4 +99,4 @@ bench: $(STAMP) browser charts
 	$(BIN)/python benchmarks/bench_slow_tier.py
 
 clean:
-	rm -rf $(VENV) build site *.egg-info tfdarshan/_native_shim*.so demo_logs $(dir $(CHART_JS))
+	rm -rf $(VENV) build site *.egg-info tfdarshan/_native_shim*.so demo_logs $(CHART_DIR)

@@ -30,12 +30,15 @@ from tfdarshan.logs.logdir import find_sessions
 from tfdarshan_tb import downsample, metadata, rank_data, rank_views, session_data, views
 
 STATIC = pathlib.Path(__file__).parent / "static"
-# Plotly's cartesian bundle (the trace types the tab draws: scatter, bar,
-# heatmap), 1.5 MB of script against the 4.8 MB of every trace type that
-# the plotly package ships: a browser compiles it in a third of the time.
-# `make` fetches it from the npm registry (Makefile, CHART_JS); it is never
-# committed. Without it (a plain pip install) the tab uses the package's.
-CHART_BUNDLE = STATIC / "vendor" / "plotly-cartesian.min.js"
+# Two of Plotly's bundles, by the name the page asks for: the basic one
+# (scatter and bar: every chart of a session but the rank heatmap), which a
+# browser evaluates in half the time of the cartesian one (those and the
+# heatmap), asked for only by a many-rank session's rank views; each a
+# fraction of the 4.8 MB of every trace type that the plotly package ships.
+# `make` fetches them from the npm registry (Makefile, CHART_JS); they are
+# never committed. Without them (a plain pip install) the tab uses the package's.
+CHART_BUNDLES = {"plotly-basic.js": STATIC / "vendor" / "plotly-basic.min.js",
+                 "plotly-cartesian.js": STATIC / "vendor" / "plotly-cartesian.min.js"}
 # the page's ES modules (no file name from a request is ever opened: only these)
 MODULES = ("index.js", "page.js", "util.js", "charts.js", "verdict.js", "table.js", "ranks.js")
 # The modules and the chart library are served under an address keyed by
@@ -198,7 +201,8 @@ class IOPlugin(base_plugin.TBPlugin):
         that needs its analysis tables built: no Dask run starts before
         someone opens the tab."""
         try:
-            chart_library_gzipped()
+            for name in CHART_BUNDLES:
+                chart_library_gzipped(name)
             sessions = self._find()         # (sorted by run, then session: the page's last is the last)
             if not sessions:
                 return
@@ -233,9 +237,9 @@ class IOPlugin(base_plugin.TBPlugin):
         version, _, name = request.path.rpartition(VERSIONED)[2].partition("/")
         modules = _modules()
         keep = KEEP_SECONDS if version == static_version(modules) else 0
-        if name == "plotly.js":
+        if name in CHART_BUNDLES:
             # compressed once (a browser that takes no gzip gets it uncompressed from Respond)
-            return http_util.Respond(request, chart_library_gzipped(), "text/javascript", expires=keep,
+            return http_util.Respond(request, chart_library_gzipped(name), "text/javascript", expires=keep,
                                      content_encoding="gzip")
         if name not in modules:
             return _json(request, {"error": "no such file"}, code=404)
@@ -313,20 +317,20 @@ class IOPlugin(base_plugin.TBPlugin):
         return view(data)
 
 
-def chart_library() -> bytes:
-    """The Plotly the tab draws with: the cartesian bundle when the build
+def chart_library(name: str) -> bytes:
+    """The Plotly bundle named (a key of CHART_BUNDLES) when the build
     fetched it, else the whole library the plotly package ships."""
     try:
-        return CHART_BUNDLE.read_bytes()
+        return CHART_BUNDLES[name].read_bytes()
     except OSError:
         return (importlib.resources.files("plotly") / "package_data" / "plotly.min.js").read_bytes()
 
 
-@functools.lru_cache(maxsize=1)
-def chart_library_gzipped() -> bytes:
-    """chart_library(), compressed once (1.5 MB: each request compressed it
-    again before, holding the server's interpreter meanwhile)."""
-    return gzip.compress(chart_library(), compresslevel=6, mtime=0)
+@functools.lru_cache(maxsize=len(CHART_BUNDLES))
+def chart_library_gzipped(name: str) -> bytes:
+    """chart_library(name), compressed once (1.2 and 1.5 MB: each request
+    compressed it again before, holding the server's interpreter meanwhile)."""
+    return gzip.compress(chart_library(name), compresslevel=6, mtime=0)
 
 
 def _modules() -> dict:
@@ -336,7 +340,7 @@ def _modules() -> dict:
 
 def static_version(modules=None) -> str:
     """What the tab's static address is keyed by: a digest of its modules (as
-    on disk now: `modules` when read already) and of the chart library served."""
+    on disk now: `modules` when read already) and of the chart libraries served."""
     digest = hashlib.sha256(chart_library_digest())
     for name, body in sorted((modules or _modules()).items()):
         digest.update(f"{name}\0{len(body)}\0".encode())
@@ -346,7 +350,10 @@ def static_version(modules=None) -> str:
 
 @functools.lru_cache(maxsize=1)
 def chart_library_digest() -> bytes:
-    return hashlib.sha256(chart_library_gzipped()).digest()
+    digest = hashlib.sha256()
+    for name in sorted(CHART_BUNDLES):
+        digest.update(hashlib.sha256(chart_library_gzipped(name)).digest())
+    return digest.digest()
 
 
 def _json(request, payload, code=200):

@@ -116,3 +116,11 @@ def show_run(driver, run, chart, *also, timeout=60):
         lambda drv: drv.find_elements(By.CSS_SELECTOR, "#tfd-files tbody tr")
         and drv.find_elements(By.CSS_SELECTOR, f"#{chart} .main-svg")
         and all(drv.find_elements(By.ID, e) for e in also))
+
+
+def chart_libraries(driver):
+    """The chart bundles the tab's frame has asked for so far, by file name
+    (its Resource Timing entries), the driver switched into the frame."""
+    names = driver.execute_script(
+        "return performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname.split('/').pop());")
+    return {n for n in names if n.startswith("plotly")}

@@ -81,7 +81,7 @@ def test_modules_kept_by_the_browser_and_a_changed_one_never_served_stale(instal
             open_again(d, url)
             open_again(d, url)
             fetched = {e["url"].split("?")[0]: e["sent"] for e in d.execute_script(FETCHED_JS)}
-            kept = {n: fetched.get(url + base + n) for n in (*MODULES, "plotly.js")}
+            kept = {n: fetched.get(url + base + n) for n in (*MODULES, "plotly-basic.js")}
             assert all(v is not None for v in kept.values()), (kept, sorted(fetched))
             # the second opening: not a byte of any of them over the network (no request, no 304)
             assert all(v == 0 for v in kept.values()), kept

@@ -172,26 +172,34 @@ def _plotly_wheel_bundle() -> bytes:
     return (importlib.resources.files("plotly") / "package_data" / "plotly.min.js").read_bytes()
 
 
-def test_chart_library_is_the_cartesian_bundle_the_build_fetched(server):
+def test_chart_libraries_are_the_bundles_the_build_fetched(server):
     from tfdarshan_tb import plugin
-    if not plugin.CHART_BUNDLE.exists():
-        pytest.skip("the build did not fetch Plotly's cartesian bundle (make charts; needs npm)")
-    # beside the page's entry module, at the address TensorBoard is given for it
-    status, headers, body = fetch(server, static_address(server).rsplit("/", 1)[0] + "/plotly.js")
-    assert status == 200 and headers["Content-Type"].startswith("text/javascript")
-    assert "Expires" in headers or "max-age" in headers.get("Cache-Control", "")
-    assert body == plugin.CHART_BUNDLE.read_bytes()
-    # the bundle the tab was made fast with: a third of the whole library, same Plotly release
+    missing = [str(p) for p in plugin.CHART_BUNDLES.values() if not p.exists()]
+    if missing:
+        pytest.skip(f"the build did not fetch Plotly's bundles {missing} (make charts; needs npm)")
     wheel = _plotly_wheel_bundle()
-    assert len(body) < len(wheel) / 2
     version = re.compile(rb"plotly\.js [^\n]*?v(\d+\.\d+\.\d+)")
-    assert version.search(body).group(1) == version.search(wheel).group(1)
+    served = {}
+    for name, path in plugin.CHART_BUNDLES.items():
+        # beside the page's entry module, at the address TensorBoard is given for it
+        status, headers, body = fetch(server, static_address(server).rsplit("/", 1)[0] + "/" + name)
+        assert status == 200 and headers["Content-Type"].startswith("text/javascript"), name
+        assert "Expires" in headers or "max-age" in headers.get("Cache-Control", ""), name
+        assert body == path.read_bytes(), name
+        # the bundles the tab was made fast with: a fraction of the whole library, same Plotly release
+        assert len(body) < len(wheel) / 2, name
+        assert version.search(body).group(1) == version.search(wheel).group(1), name
+        served[name] = body
+    # the one a session is drawn with is the lighter (test_tb_ranks: the other draws the heatmap)
+    assert len(served["plotly-basic.js"]) < len(served["plotly-cartesian.js"])
 
 
-def test_without_the_bundle_the_tab_uses_the_plotly_packages(tmp_path, monkeypatch):
+def test_without_the_bundles_the_tab_uses_the_plotly_packages(tmp_path, monkeypatch):
     from tfdarshan_tb import plugin
-    monkeypatch.setattr(plugin, "CHART_BUNDLE", tmp_path / "vendor" / "plotly-cartesian.min.js")
-    assert plugin.chart_library() == _plotly_wheel_bundle()
+    monkeypatch.setattr(plugin, "CHART_BUNDLES", {n: tmp_path / "vendor" / p.name
+                                                  for n, p in plugin.CHART_BUNDLES.items()})
+    for name in plugin.CHART_BUNDLES:
+        assert plugin.chart_library(name) == _plotly_wheel_bundle()
 
 
 def test_tab_renders_in_chromium(server, trained_logdir):

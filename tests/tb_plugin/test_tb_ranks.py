@@ -22,7 +22,7 @@ from tfdarshan.logs.darshan_log import write_darshan_log
 from tfdarshan.logs.logdir import find_sessions
 from tfdarshan.steps.series import read_parquet, write_parquet
 from rank_session import RANKS_PER_NODE, rank_of, scale, scaled_host
-from tb_helpers import ARTIFACTS, browser, fetch, open_tab, show_run, tensorboard
+from tb_helpers import ARTIFACTS, browser, chart_libraries, fetch, open_tab, show_run, tensorboard
 
 pytestmark = pytest.mark.cost(110)
 
@@ -277,6 +277,42 @@ def test_rank_charts_draw_every_rank_and_step(tab, logdir):
     d.switch_to.default_content()
     ARTIFACTS.mkdir(exist_ok=True)
     d.save_screenshot(str(ARTIFACTS / "io_tab_ranks.png"))
+
+
+def test_a_session_draws_with_plotlys_basic_bundle_and_rank_views_bring_the_heatmaps(server):
+    """The tab opens at a one-process session (the last run's) and asks for
+    Plotly's basic bundle alone, which a browser evaluates in half the time;
+    the rank views' heatmap needs the cartesian one, asked for when a
+    many-rank session is chosen, and it then draws every chart."""
+    from selenium.webdriver.common.by import By
+    d = browser()
+    try:
+        d.set_window_size(1600, 1200)
+        open_tab(d, server, timeout=WAIT)
+        assert d.execute_script("return document.getElementById('tfd-run').value") == "recorder"
+        assert d.find_elements(By.CSS_SELECTOR, "#tfd-hist .main-svg")
+        assert chart_libraries(d) == {"plotly-basic.js"}
+        show_run(d, "ranks64", "tfd-rank-heatmap")
+        assert chart_libraries(d) == {"plotly-basic.js", "plotly-cartesian.js"}
+        heat = d.execute_script(CHARTS_JS)["tfd-rank-heatmap"]
+        assert heat["data"][0]["type"] == "heatmap" and len(heat["data"][0]["z"]) == RANKS
+        # (a heatmap the library does not know is drawn as an empty plot: the image must be there)
+        assert d.find_elements(By.CSS_SELECTOR, "#tfd-rank-heatmap .hm image")
+        # and back: the one-process session drawn by the bundle already in
+        show_run(d, "one", "tfd-step-chart")
+        assert chart_libraries(d) == {"plotly-basic.js", "plotly-cartesian.js"}
+        severe = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+        assert not severe, severe
+        # opened again, the page asks for the bundle its first session needed last time
+        # before the session list says so, and for no other
+        d.get("about:blank")
+        open_tab(d, server, timeout=WAIT)
+        assert chart_libraries(d) == {"plotly-basic.js"}
+        started = d.execute_script("return Object.fromEntries(performance.getEntriesByType('resource')"
+                                   ".map((e) => [new URL(e.name).pathname.split('/').pop(), e.startTime]));")
+        assert started["plotly-basic.js"] <= started["runs"], started
+    finally:
+        d.quit()
 
 
 def test_the_rank_filter_redraws_the_rank_charts(tab):

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from rank_session import copy_session, set_waits
-from tb_helpers import ARTIFACTS, browser, open_tab, tensorboard
+from tb_helpers import ARTIFACTS, browser, chart_libraries, open_tab, tensorboard
 
 pytestmark = pytest.mark.cost(30)
 
@@ -127,3 +127,10 @@ def test_selector_and_table_headers(page):
     for col in ("path", "mount"):
         head, cell, lo, hi = cols[col]
         assert abs(head - cell) < 4 and lo <= cell < hi, (col, cols[col])
+
+
+def test_a_many_rank_session_asks_for_the_heatmaps_bundle_alone(page):
+    # opened at a four-rank session's rank views: Plotly's cartesian bundle (the
+    # heatmap's), and not the basic one as well, whatever view is chosen after
+    plotted(page, "tfd-rank-heatmap")
+    assert chart_libraries(page) == {"plotly-cartesian.js"}

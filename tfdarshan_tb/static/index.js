@@ -1,27 +1,42 @@
 // The I/O tab's entry: TensorBoard loads this module in an iframe (base
 // href plugin/tfdarshan/) and calls render(). It imports nothing, so it
-// runs as soon as it arrives: it asks for the chart library (the largest
-// thing the page loads, 1.5 MB to fetch and compile) at once, then for
-// the page's modules (page.js draws the tab), all of them together, so
-// that none waits for another's import to be read. The library's download
-// and compilation go on while the modules load and the data come in.
+// runs as soon as it arrives: it asks for the chart library the first
+// session needs (the largest thing the page loads, 1.2 MB to fetch and
+// evaluate) and for the session list, then for the page's modules
+// (page.js draws the tab), all of them together, so that none waits for
+// another's import to be read. The library's download and compilation go
+// on while the modules load and the data come in.
 
-// the chart library's address (a hidden frame loads it again to keep it compiled: util.js):
-// beside this module, under the address the plugin keys by the version of both (plugin.py)
-export const library = new URL('./plotly.js', import.meta.url).href;
+// The chart library: Plotly's basic bundle (scatter and bar) draws every
+// chart but one; its cartesian bundle (those and the heatmap), which a
+// browser takes twice as long to evaluate, is asked for only by a
+// many-rank session's rank views. Beside this module, under the address
+// the plugin keys by the version of all of them (plugin.py).
+export const libraries = {
+  basic: new URL('./plotly-basic.js', import.meta.url).href,
+  heatmap: new URL('./plotly-cartesian.js', import.meta.url).href,
+};
 
-let loading = null;
-export function loadPlotly() {
-  if (window.Plotly) return Promise.resolve(window.Plotly);
-  return loading = loading || new Promise((resolve, reject) => {
+// Whether a session is shown whole from its analysis tables, with rank
+// views (a many-rank session, every host): the one view with a heatmap.
+export const rankViews = (s, host = '') => !host && s.ranks > 1 && s.ranks === s.hosts.length;
+
+// The Plotly to draw with, {Plotly, address}: one with the heatmap when
+// `heatmap`. Each bundle is loaded once, and once the cartesian one is
+// asked for it draws everything.
+const loading = {};
+export function loadPlotly(heatmap) {
+  if (!heatmap && loading.heatmap) return loading.heatmap;
+  const kind = heatmap ? 'heatmap' : 'basic';
+  return loading[kind] = loading[kind] || new Promise((resolve, reject) => {
     const s = document.createElement('script');
-    s.src = library;
-    s.onload = () => resolve(window.Plotly);
+    s.src = libraries[kind];
+    // (each bundle sets window.Plotly when it runs, and its load event comes right after)
+    s.onload = () => resolve({Plotly: window.Plotly, address: libraries[kind]});
     s.onerror = () => reject(new Error('could not load the chart library'));
     document.head.append(s);
   });
 }
-loadPlotly().catch(() => {});         // (render() shows the error where the charts go)
 
 // The page's first answers, asked for now, beside the modules rather than
 // after them: the session the page opens first (page.js: the last run's
@@ -38,11 +53,28 @@ export function gridCellWidth() {
   const n = Math.max(1, Math.floor((w + 12) / (460 + 12)));
   return Math.max(100, Math.round((w - 12 * (n - 1)) / n));
 }
+// The bundle the first session needed at the last opening in this browser
+// is asked for at once (the same log directory opens at the same session);
+// at a first opening, once the session list says which.
+const FIRST_LIBRARY = 'tfdarshan-first-chart-library';
+const remembered = (() => {
+  try {
+    return localStorage.getItem(FIRST_LIBRARY);
+  } catch (e) {
+    return null;                          // no storage in this browser: wait for the list
+  }
+})();
+if (Object.hasOwn(libraries, remembered)) loadPlotly(remembered === 'heatmap').catch(() => {});
 const runs = fetch('./runs').then((r) => r.ok ? r.json() : Promise.reject(new Error(`runs: HTTP ${r.status}`)));
 runs.then(({runs}) => {
   const r = runs[runs.length - 1];
   const s = r && r.sessions[r.sessions.length - 1];
-  if (!s || (s.ranks > 1 && s.ranks === s.hosts.length)) return;
+  if (!s) return;
+  loadPlotly(rankViews(s)).catch(() => {});       // (render() shows the error where the charts go)
+  try {
+    localStorage.setItem(FIRST_LIBRARY, rankViews(s) ? 'heatmap' : 'basic');
+  } catch (e) { /* no storage: the next opening waits for the list too */ }
+  if (rankViews(s)) return;
   const width = gridCellWidth();
   for (const [route, extra] of [['summary', {}], ['verdict', {width}], ['steps', {width}], ['histograms', {}],
     ['mounts', {limit: 50}], ['timeline', {}], ['advice', {}], ['files', {order: 'desc', offset: 0, limit: 50}]]) {
@@ -70,5 +102,5 @@ for (const m of ['./util.js', './charts.js', './verdict.js', './table.js', './ra
 const page = import('./page.js');
 
 export async function render() {
-  return (await page).render({loadPlotly, library, takeRuns, takeAnswer});
+  return (await page).render({loadPlotly, rankViews, takeRuns, takeAnswer});
 }

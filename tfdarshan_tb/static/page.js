@@ -40,15 +40,13 @@ td.path, th.path, td.mount, th.mount, td.kind, th.kind { text-align: left; max-w
 // --------------------------------------------------------------- the page
 // What index.js started at the frame's start, handed over by render()
 // rather than imported (index.js imports this module: no import runs back):
-// {loadPlotly, library, takeRuns, takeAnswer}.
+// {loadPlotly, rankViews, takeRuns, takeAnswer}.
 let early;
 export async function render(started) {
   early = started;
   useEarlyAnswers(early.takeAnswer);
   // timings for benchmarks/bench_tab.py: from render() to a complete page
   window.__tfdTimings = {start: performance.now()};
-  // (the chart library was asked for when index.js ran)
-  early.loadPlotly().then(() => { window.__tfdTimings.plotly = performance.now(); }, () => {});
   document.head.append(el('style', {}, CSS));
   const root = el('div', {id: 'tfd-root'});
   document.body.append(root);
@@ -96,7 +94,7 @@ export async function render(started) {
     const r = runs.find((x) => x.run === selRun.value);
     const s = r.sessions.find((x) => x.session === selSession.value);
     // the whole of a many-rank session comes from its analysis tables, with rank views
-    const ranked = !state.host && s.ranks > 1 && s.ranks === s.hosts.length;
+    const ranked = early.rankViews(s, state.host);
     draw(body, ranked).catch((e) => body.replaceChildren(el('p', {class: 'error'}, e.message)));
   };
   selRun.addEventListener('change', fillSessions);
@@ -148,9 +146,10 @@ async function draw(body, ranked) {
   const width = cellWidth(body);
   let loaded = false;
   const stop = followProgress(status, () => loaded || mine !== drawing);
-  // the chart library compiles while the answers come in; the file table's
-  // first page is asked for with them
-  const plotly = early.loadPlotly();
+  // the chart library compiles while the answers come in (index.js asked for
+  // the first session's); the file table's first page is asked for with them
+  const plotly = early.loadPlotly(ranked);
+  plotly.then(() => { window.__tfdTimings.plotly = window.__tfdTimings.plotly || performance.now(); }, () => {});
   const table = fileTable();
   table.catch(() => {});      // (its error is shown where the table goes)
   let answers;
@@ -174,7 +173,7 @@ async function draw(body, ranked) {
   // takes the width of a row that later holds two or three
   const boxes = figs.map((f) => el('div', {id: f.id, class: 'chart'}));
   body.append(el('div', {class: 'grid'}, ...figs.map((f, i) => el('div', {}, el('h2', {}, f.title), boxes[i]))));
-  const Plotly = await plotly;
+  const {Plotly, address} = await plotly;
   if (mine !== drawing) return;
   followSizes(Plotly, boxes);
   await drawInView(Plotly, figs, boxes, () => mine !== drawing, (box, i) => {
@@ -197,7 +196,7 @@ async function draw(body, ranked) {
   if (mine !== drawing) return;
   body.append(el('h2', {}, 'Files'), files);
   window.__tfdTimings.rendered = performance.now();
-  keepChartLibraryCompiled(early.library);
+  keepChartLibraryCompiled(address);
 }
 
 // Each plot drawn in a task of its own, so the first is on screen before

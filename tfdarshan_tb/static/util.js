@@ -58,18 +58,18 @@ export async function get(route, extra = {}) {
 }
 
 // Chromium compiles a script afresh on its first two loads and keeps the
-// compiled code from the second on (V8's code cache): the chart library
-// would compile again when the tab is next opened. Once the page is drawn,
-// in idle time, load it once more in a hidden frame of its own, so the
-// next opening finds it compiled. Once per browser and library version.
+// compiled code from the second on (V8's code cache, kept by address): the
+// chart library would compile again when the tab is next opened. Once the
+// page is drawn, in idle time, load it once more in a hidden frame of its
+// own, so the next opening finds it compiled. Once per browser and address
+// (a new version of the tab is a new address).
 const PRIMED = 'tfdarshan-chart-library-compiled';
-// library: the chart library's address (index.js's `library`).
+// library: the address of the chart library drawn with (index.js's `libraries`).
 export function keepChartLibraryCompiled(library) {
-  let version;
+  const key = `${PRIMED}:${library.split('/').pop()}`;
   try {
-    version = window.Plotly && window.Plotly.version;
-    if (!version || localStorage.getItem(PRIMED) === version) return;
-    localStorage.setItem(PRIMED, version);
+    if (localStorage.getItem(key) === library) return;
+    localStorage.setItem(key, library);
   } catch (e) {
     return;                               // no storage in this browser: never load it twice
   }
