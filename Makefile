@@ -22,15 +22,18 @@ CHART_SHA_cartesian := sha512-o8GrFeusncwBIxbBynRJpY4pkgVB6caM+JLpwrLYbbsO7dZ8FJ
 CHART_DIR := tfdarshan_tb/static/vendor
 CHART_JS  := $(CHART_DIR)/plotly-basic.min.js $(CHART_DIR)/plotly-cartesian.min.js
 
-.PHONY: demo test docs bench install browser system-deps case-studies clean charts
+.PHONY: demo test docs bench install browser system-deps case-studies clean charts npm-tool
 
 install: $(STAMP) charts
 
 charts: $(CHART_JS)
 
-# $* is the bundle's name: the npm package plotly.js-$*-dist-min holds package/plotly-$*.min.js
-$(CHART_DIR)/plotly-%.min.js:
+# npm, once for both bundles (two apt-get at once under make -j: one would fail on dpkg's lock)
+npm-tool:
 	@command -v npm >/dev/null || $(SUDO) apt-get install -y -q npm >/dev/null || true
+
+# $* is the bundle's name: the npm package plotly.js-$*-dist-min holds package/plotly-$*.min.js
+$(CHART_DIR)/plotly-%.min.js: | npm-tool
 	@mkdir -p build/npm $(@D)
 	@cd build/npm && pkg=plotly.js-$*-dist-min && rm -f $$pkg-*.tgz && npm pack -q $$pkg@$(CHART_VER) >/dev/null 2>&1 \
 	  && [ "sha512-$$(openssl dgst -sha512 -binary $$pkg-$(CHART_VER).tgz | base64 -w0)" = "$(CHART_SHA_$*)" ] \

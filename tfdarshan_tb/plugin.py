@@ -322,11 +322,15 @@ class IOPlugin(base_plugin.TBPlugin):
 
 def chart_library(name: str) -> bytes:
     """The Plotly bundle named (a key of CHART_BUNDLES) when the build
-    fetched it, else the whole library the plotly package ships."""
-    try:
-        return CHART_BUNDLES[name].read_bytes()
-    except OSError:
-        return (importlib.resources.files("plotly") / "package_data" / "plotly.min.js").read_bytes()
+    fetched it; else the cartesian one, which draws everything the basic
+    one does (a checkout built before the basic one was fetched); else the
+    whole library the plotly package ships."""
+    for path in (CHART_BUNDLES[name], CHART_BUNDLES["plotly-cartesian.js"]):
+        try:
+            return path.read_bytes()
+        except OSError:
+            pass
+    return (importlib.resources.files("plotly") / "package_data" / "plotly.min.js").read_bytes()
 
 
 @functools.lru_cache(maxsize=len(CHART_BUNDLES))

@@ -119,8 +119,9 @@ def show_run(driver, run, chart, *also, timeout=60):
 
 
 def chart_libraries(driver):
-    """The chart bundles the tab's frame has asked for so far, by file name
-    (its Resource Timing entries), the driver switched into the frame."""
-    names = driver.execute_script(
-        "return performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname.split('/').pop());")
-    return {n for n in names if n.startswith("plotly")}
+    """The chart bundles the tab's frame has loaded so far, by file name, in
+    the order asked for (its script elements: one a bundle loaded), the
+    driver switched into the frame."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('script[src]')].map((s) => new URL(s.src).pathname.split('/').pop())"
+        ".filter((n) => n.startsWith('plotly'));")

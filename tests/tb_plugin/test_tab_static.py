@@ -116,7 +116,8 @@ def test_a_name_outside_the_modules_is_not_served(installed):
     logdir, _ = installed
     app = IOPlugin(base_plugin.TBContext(logdir=""))
     client = Client(app.get_plugin_apps()["/m/*"])
-    for name in ("plugin.py", "__init__.py", "vendor/plotly-cartesian.min.js", "../plugin.py", "", "index.js/x"):
+    for name in ("plugin.py", "__init__.py", "vendor/plotly-cartesian.min.js", "vendor/plotly-basic.min.js",
+                 "plotly.js", "../plugin.py", "", "index.js/x"):
         response = client.get(f"/data/plugin/tfdarshan/m/{static_version()}/{name}")
         assert response.status_code == 404, name
         assert "error" in json.loads(response.get_data())

@@ -291,23 +291,30 @@ def test_a_session_draws_with_plotlys_basic_bundle_and_rank_views_bring_the_heat
         open_tab(d, server, timeout=WAIT)
         assert d.execute_script("return document.getElementById('tfd-run').value") == "recorder"
         assert d.find_elements(By.CSS_SELECTOR, "#tfd-hist .main-svg")
-        assert chart_libraries(d) == {"plotly-basic.js"}
+        assert chart_libraries(d) == ["plotly-basic.js"]
         show_run(d, "ranks64", "tfd-rank-heatmap")
-        assert chart_libraries(d) == {"plotly-basic.js", "plotly-cartesian.js"}
+        assert chart_libraries(d) == ["plotly-basic.js", "plotly-cartesian.js"]
         heat = d.execute_script(CHARTS_JS)["tfd-rank-heatmap"]
         assert heat["data"][0]["type"] == "heatmap" and len(heat["data"][0]["z"]) == RANKS
         # (a heatmap the library does not know is drawn as an empty plot: the image must be there)
         assert d.find_elements(By.CSS_SELECTOR, "#tfd-rank-heatmap .hm image")
-        # and back: the one-process session drawn by the bundle already in
+        # and back: the one-process session drawn by the bundle already in, none loaded again
         show_run(d, "one", "tfd-step-chart")
-        assert chart_libraries(d) == {"plotly-basic.js", "plotly-cartesian.js"}
+        assert chart_libraries(d) == ["plotly-basic.js", "plotly-cartesian.js"]
+        # each bundle drawn with is kept compiled, once per address (util.js)
+        addresses = d.execute_script("return [...document.querySelectorAll('script[src]')].map((s) => s.src)"
+                                     ".filter((a) => a.includes('/plotly-'));")
+        primed = d.execute_script("return Object.fromEntries(Object.keys(localStorage).map((k) => "
+                                  "[k, localStorage.getItem(k)]));")
+        assert {k.split(":", 1)[1]: v for k, v in primed.items() if k.startswith("tfdarshan-chart-library-compiled:")} \
+            == {a.rsplit("/", 1)[1]: a for a in addresses}, primed
         severe = [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
         assert not severe, severe
         # opened again, the page asks for the bundle its first session needed last time
         # before the session list says so, and for no other
         d.get("about:blank")
         open_tab(d, server, timeout=WAIT)
-        assert chart_libraries(d) == {"plotly-basic.js"}
+        assert chart_libraries(d) == ["plotly-basic.js"]
         started = d.execute_script("return Object.fromEntries(performance.getEntriesByType('resource')"
                                    ".map((e) => [new URL(e.name).pathname.split('/').pop(), e.startTime]));")
         assert started["plotly-basic.js"] <= started["runs"], started

@@ -133,4 +133,4 @@ def test_a_many_rank_session_asks_for_the_heatmaps_bundle_alone(page):
     # opened at a four-rank session's rank views: Plotly's cartesian bundle (the
     # heatmap's), and not the basic one as well, whatever view is chosen after
     plotted(page, "tfd-rank-heatmap")
-    assert chart_libraries(page) == {"plotly-cartesian.js"}
+    assert chart_libraries(page) == ["plotly-cartesian.js"]

@@ -2,7 +2,8 @@
 // href plugin/tfdarshan/) and calls render(). It imports nothing, so it
 // runs as soon as it arrives: it asks for the chart library the first
 // session needs (the largest thing the page loads, 1.2 MB to fetch and
-// evaluate) and for the session list, then for the page's modules
+// evaluate: at once when this browser remembers which, else as soon as
+// the session list says) and for that list, then for the page's modules
 // (page.js draws the tab), all of them together, so that none waits for
 // another's import to be read. The library's download and compilation go
 // on while the modules load and the data come in.
@@ -26,8 +27,11 @@ export const rankViews = (s, host = '') => !host && s.ranks > 1 && s.ranks === s
 // asked for it draws everything.
 const loading = {};
 export function loadPlotly(heatmap) {
-  if (!heatmap && loading.heatmap) return loading.heatmap;
-  const kind = heatmap ? 'heatmap' : 'basic';
+  // (the basic bundle after all, should the cartesian one fail to load)
+  if (!heatmap && loading.heatmap) return loading.heatmap.catch(() => load('basic'));
+  return load(heatmap ? 'heatmap' : 'basic');
+}
+function load(kind) {
   return loading[kind] = loading[kind] || new Promise((resolve, reject) => {
     const s = document.createElement('script');
     s.src = libraries[kind];
