@@ -337,7 +337,13 @@ def chart_library(name: str) -> bytes:
 def chart_library_gzipped(name: str) -> bytes:
     """chart_library(name), compressed once (1.2 and 1.5 MB: each request
     compressed it again before, holding the server's interpreter meanwhile)."""
-    return gzip.compress(chart_library(name), compresslevel=6, mtime=0)
+    return _gzipped(chart_library(name))
+
+
+@functools.lru_cache(maxsize=len(CHART_BUNDLES))
+def _gzipped(body: bytes) -> bytes:
+    # by content: where both names fall back to the same bundle, it is compressed once
+    return gzip.compress(body, compresslevel=6, mtime=0)
 
 
 def _modules() -> dict:

@@ -74,11 +74,12 @@ runs.then(({runs}) => {
   const r = runs[runs.length - 1];
   const s = r && r.sessions[r.sessions.length - 1];
   if (!s) return;
-  loadPlotly(rankViews(s)).catch(() => {});       // (render() shows the error where the charts go)
+  const heatmap = rankViews(s);
+  loadPlotly(heatmap).catch(() => {});            // (render() shows the error where the charts go)
   try {
-    localStorage.setItem(FIRST_LIBRARY, rankViews(s) ? 'heatmap' : 'basic');
+    localStorage.setItem(FIRST_LIBRARY, heatmap ? 'heatmap' : 'basic');
   } catch (e) { /* no storage: the next opening waits for the list too */ }
-  if (rankViews(s)) return;
+  if (heatmap) return;
   const width = gridCellWidth();
   for (const [route, extra] of [['summary', {}], ['verdict', {width}], ['steps', {width}], ['histograms', {}],
     ['mounts', {limit: 50}], ['timeline', {}], ['advice', {}], ['files', {order: 'desc', offset: 0, limit: 50}]]) {
