@@ -86,7 +86,7 @@ def run_tests(files, extra) -> ET.Element:
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
                *[_test_file(f) for f in files], *extra]
         # the fuzzed session files at ten times the examples `make test` tries
-        # and a million files past the record cap, against make test's 300,000
+        # and a million files past the record cap, against make test's 150,000
         subprocess.run(cmd, cwd=ROOT, env={**os.environ,
                                            "TFDARSHAN_FUZZ_SCALE": os.environ.get("TFDARSHAN_FUZZ_SCALE", "10"),
                                            "TFDARSHAN_SCALE_FILES": os.environ.get("TFDARSHAN_SCALE_FILES",
