@@ -336,7 +336,7 @@ def chart_library(name: str) -> bytes:
 # V8's explicit compile hint (Chromium 136 on; to other browsers, a comment):
 # every function of the bundle compiled as the script loads, rather than each
 # when first called. A cold load's own part: 0.69 s against 0.86 (medians of
-# four A/B pairs of benchmarks/bench_tab.py; docs/performance.md).
+# four A/B pairs of benchmarks/bench_tab.py, not resolved; docs/performance.md).
 COMPILE_HINT = b"//# allFunctionsCalledOnLoad\n"
 
 
