@@ -147,8 +147,6 @@ def test_files_far_past_the_record_cap(tmp_path, iostress):
 def test_trace_cap_holds_for_a_window_whatever_the_collector_does(tmp_path):
     # the background collector empties the shim's trace buffer every 10 s; a
     # window must still keep at most the cap, however often that happens
-    import tfdarshan
-    from tfdarshan.capture.recorder import RECORDER
     script = textwrap.dedent(f"""
         import json, os, sys
         import tfdarshan
